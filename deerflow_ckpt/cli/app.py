@@ -1,0 +1,94 @@
+"""The `ckpt` application: global options and the one handler that turns failures into exit 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from deerflow_ckpt import __version__
+from deerflow_ckpt.errors import CkptError
+from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.redact import redact
+
+DEBUG_ENV = "CKPT_DEBUG"
+# typer vendors Click; its exception base is reachable from the public BadParameter.
+_CLICK_EXCEPTION: type[BaseException] = next(
+    cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"
+)
+
+
+def _wants_traceback(ctx: Any) -> bool:
+    return bool(ctx.params.get("debug")) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+class _CkptGroup(TyperGroup):
+    """Every exception a command lets escape ends here: one redacted line on stderr, exit 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, _CLICK_EXCEPTION):
+            raise
+        except CkptError as exc:
+            message = f"ckpt: error: {exc}"
+            trace = _wants_traceback(ctx)
+        except Exception as exc:
+            message = f"ckpt: internal error: {type(exc).__name__}: {exc}"
+            if not _wants_traceback(ctx):
+                message += " (run with --debug for the traceback)"
+            trace = _wants_traceback(ctx)
+        if trace:
+            sys.stderr.write(redact(traceback.format_exc()))
+        sys.stderr.write(redact(message) + "\n")
+        raise typer.Exit(ExitCode.ERROR)
+
+
+app = typer.Typer(
+    name="ckpt",
+    cls=_CkptGroup,
+    help="The operator's command line for DeerFlow checkpoint storage.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ckpt {__version__}")
+        raise typer.Exit(ExitCode.CLEAN)
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help=f"Print tracebacks for errors (also ${DEBUG_ENV}=1)."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """The operator's command line for DeerFlow checkpoint storage.
+
+    Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
+    """
+
+
+def _register_commands() -> None:
+    # Each command module imports only what it needs, so `ckpt --help` stays light.
+    from deerflow_ckpt.cli import migrate_config
+
+    migrate_config.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="ckpt")

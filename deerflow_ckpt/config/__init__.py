@@ -1,0 +1,1 @@
+"""DeerFlow's config.yaml: find it, read its values as DeerFlow does, and migrate it by minimal edit."""

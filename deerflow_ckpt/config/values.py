@@ -1,0 +1,147 @@
+"""DeerFlow's reading of config values: PyYAML safe_load (YAML 1.1), then pydantic's lax rules.
+
+Every semantic decision in ckpt goes through here, so `yes`, `010` or `1:30` mean what they mean to
+DeerFlow, not what a YAML 1.2 parser would say.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from deerflow_ckpt.config import messages
+from deerflow_ckpt.config.keys import CADENCE_KEY, DELTA_SECTION, LEGACY_CADENCE_KEY
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+# libyaml's parser with PyYAML's SafeConstructor and resolver: the same values as yaml.safe_load,
+# ten times faster on DeerFlow's 128 KB example config (marks are in code points, like the pure one).
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_values(text: str) -> Any:
+    """The Python value DeerFlow's `yaml.safe_load` gives for `text` (one document)."""
+    return yaml.load(text, Loader=SafeLoader)
+
+
+def compose_documents(text: str) -> list[yaml.Node]:
+    """The node trees of every document in `text`, with start/end marks into `text`."""
+    return list(yaml.compose_all(text, Loader=SafeLoader))
+
+
+@dataclass(frozen=True)
+class CadenceReading:
+    """How DeerFlow would read one snapshot-frequency value."""
+
+    raw: object
+    # The int DeerFlow would freeze, or None when it rejects the value or it is an unresolved $VAR.
+    effective: int | None
+    # The variable name when the value is a `$VAR` reference resolved at load time.
+    env_reference: str | None = None
+    # Why DeerFlow rejects the value, or misreads it (a boolean accepted as 1).
+    problem: str | None = None
+
+    @property
+    def acceptable(self) -> bool:
+        """True when carrying the value keeps DeerFlow's behaviour and intent."""
+        return self.problem is None
+
+
+@functools.cache
+def _positive_int_adapter() -> TypeAdapter[int]:
+    # Imported on demand: pydantic costs ~0.2 s and most runs never validate a cadence.
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(Annotated[int, Field(ge=1)])
+
+
+def read_cadence(raw: object) -> CadenceReading:
+    """Read a snapshot_frequency value exactly as DeerFlow's `int = Field(ge=1)` would."""
+    if isinstance(raw, bool):
+        if raw:
+            return CadenceReading(
+                raw,
+                1,
+                problem="is a boolean (YAML 1.1 reads true/yes/on as True), which DeerFlow "
+                "silently accepts as cadence 1: a snapshot on every write",
+            )
+        return CadenceReading(
+            raw,
+            None,
+            problem="is a boolean (YAML 1.1 reads false/no/off as False), "
+            "which DeerFlow rejects (must be 1 or more)",
+        )
+    if raw is None:
+        return CadenceReading(raw, None, problem="is null, which DeerFlow rejects (must be an integer)")
+    if isinstance(raw, str) and raw.startswith("$"):
+        return CadenceReading(raw, None, env_reference=raw[1:])
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return CadenceReading(raw, None, problem="is not a finite number, which DeerFlow rejects")
+    from pydantic import ValidationError
+
+    try:
+        value = _positive_int_adapter().validate_python(raw)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        return CadenceReading(raw, None, problem=f"is rejected by DeerFlow: {reason}")
+    return CadenceReading(raw, value)
+
+
+class ShimBranch(Enum):
+    """Which way DeerFlow's legacy-key shim goes for a `database:` mapping."""
+
+    NO_LEGACY_KEY = "no_legacy_key"
+    NESTED_WINS = "nested_wins"
+    IGNORED = "ignored"
+    CARRIED = "carried"
+
+
+@dataclass(frozen=True)
+class ShimOutcome:
+    branch: ShimBranch
+    # The database mapping as DeerFlow's model validator hands it on to pydantic.
+    database: dict[Any, Any]
+    # DeerFlow's warning, verbatim, or None when it logs nothing.
+    warning: str | None
+
+
+def apply_legacy_shim(database: Mapping[Any, Any]) -> ShimOutcome:
+    """Mirror DatabaseConfig._migrate_legacy_snapshot_frequency on a copy of `database`."""
+    data = dict(database)
+    if LEGACY_CADENCE_KEY not in data:
+        return ShimOutcome(ShimBranch.NO_LEGACY_KEY, data, None)
+    legacy = data.pop(LEGACY_CADENCE_KEY)
+    nested = data.get(DELTA_SECTION)
+    if isinstance(nested, dict) and CADENCE_KEY in nested:
+        return ShimOutcome(ShimBranch.NESTED_WINS, data, messages.BOTH_KEYS_SET)
+    if nested is None:
+        data[DELTA_SECTION] = {CADENCE_KEY: legacy}
+    elif isinstance(nested, dict):
+        data[DELTA_SECTION] = {**nested, CADENCE_KEY: legacy}
+    else:
+        return ShimOutcome(ShimBranch.IGNORED, data, messages.IGNORED_NON_MAPPING)
+    return ShimOutcome(ShimBranch.CARRIED, data, messages.carried_forward(legacy))
+
+
+def same_value(left: object, right: object) -> bool:
+    """Deep equality that also tells True from 1 and 1.0 from 1, and lets NaN equal NaN."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        assert isinstance(right, dict)
+        return left.keys() == right.keys() and all(same_value(left[k], right[k]) for k in left)
+    if isinstance(left, list):
+        assert isinstance(right, list)
+        return len(left) == len(right) and all(same_value(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
+        return True
+    return left == right

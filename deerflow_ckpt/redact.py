@@ -1,0 +1,28 @@
+"""Keep passwords out of everything ckpt prints: messages pass through `redact` on their way out."""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+# userinfo in a URL: scheme://user:password@host
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)")
+# key=value conninfo and ?password= query parameters
+_KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
+
+_known_secrets: set[str] = set()
+
+
+def remember_secret(secret: str | None) -> None:
+    """Register a secret (a DSN's password) so every later message has it masked."""
+    if secret:
+        _known_secrets.add(secret)
+
+
+def redact(message: str) -> str:
+    """Mask URL passwords, password= parameters and every remembered secret in `message`."""
+    message = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['tail']}", message)
+    message = _KEYWORD_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", message)
+    for secret in sorted(_known_secrets, key=len, reverse=True):
+        message = message.replace(secret, MASK)
+    return message

@@ -1,0 +1,1 @@
+"""Rendering results: text for people, and machine formats for CI."""

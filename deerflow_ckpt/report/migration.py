@@ -1,0 +1,80 @@
+"""Render migrate-config outcomes: diagnostic lines for stderr, and the versioned JSON document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, Severity
+from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode
+from deerflow_ckpt.report.diff import unified_diff
+
+JSON_SCHEMA_VERSION = 1
+
+
+def diagnostic_line(name: str, diagnostic: Diagnostic) -> str:
+    """`path:line: severity: message`, the shape editors and CI logs link to."""
+    where = f"{name}:{diagnostic.line}" if diagnostic.line is not None else name
+    return f"{where}: {diagnostic.severity.value}: {diagnostic.message}"
+
+
+def summary_line(outcome: FileMigration, mode: WriteMode) -> str:
+    status = outcome.result.status
+    if status is MigrationStatus.MIGRATED:
+        if outcome.written:
+            return f"migrated {outcome.name}"
+        return f"would migrate {outcome.name}"
+    if status is MigrationStatus.UNCHANGED:
+        return f"{outcome.name}: nothing to migrate"
+    if status is MigrationStatus.NEEDS_HAND_FIX:
+        return f"{outcome.name}: left untouched; fix it by hand as the error above says"
+    return f"{outcome.name}: left untouched"
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def diff_of(outcome: FileMigration) -> str:
+    result = outcome.result
+    if not result.changed:
+        return ""
+    return unified_diff(_decode(result.original), _decode(result.migrated), outcome.name)
+
+
+def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[dict[str, Any]]:
+    return [
+        {"line": d.line, "message": d.message, "deerflow": d.from_deerflow}
+        for d in diagnostics
+        if d.severity is severity
+    ]
+
+
+def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int) -> str:
+    """The machine-readable result: one object per file, under a schema version."""
+    files = []
+    for outcome in outcomes:
+        result = outcome.result
+        entry: dict[str, Any] = {
+            "path": outcome.name,
+            "status": result.status.value,
+            "changed": result.changed,
+            "written": outcome.written,
+            "warnings": _diagnostics(result.diagnostics, Severity.WARNING),
+            "notes": _diagnostics(result.diagnostics, Severity.NOTE),
+            "errors": _diagnostics(result.diagnostics, Severity.ERROR),
+        }
+        if mode is WriteMode.DIFF:
+            entry["diff"] = diff_of(outcome)
+        if mode is WriteMode.STDOUT or (outcome.path is None and mode is WriteMode.IN_PLACE):
+            entry["output"] = _decode(result.migrated)
+        files.append(entry)
+    document = {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": "migrate-config",
+        "mode": mode.value,
+        "exit_code": exit_code,
+        "files": files,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
