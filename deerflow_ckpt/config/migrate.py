@@ -32,6 +32,7 @@ from deerflow_ckpt.config.textspans import (
     terminator,
 )
 from deerflow_ckpt.config.values import (
+    SafeLoader,
     ShimBranch,
     ShimOutcome,
     apply_legacy_shim,
@@ -189,6 +190,18 @@ def _nesting_step(database_key: yaml.Node, database: yaml.MappingNode) -> int:
     return 2
 
 
+def _second_document_line(text: str) -> int | None:
+    """The 1-based line where the second document starts: its `---`, not its first node, which may
+    be missing (a `---` followed only by comments composes to an empty scalar at the end of the text)."""
+    starts = 0
+    for event in yaml.parse(text, Loader=SafeLoader):
+        if isinstance(event, yaml.DocumentStartEvent):
+            starts += 1
+            if starts == 2:
+                return int(event.start_mark.line) + 1 if event.start_mark is not None else None
+    return None
+
+
 class _Migrator:
     """Plans the edits for one file's text; raises _Refusal when it must not touch it."""
 
@@ -209,7 +222,7 @@ class _Migrator:
             raise _Unreadable(line, f"not valid YAML: {problem}") from exc
         if len(documents) > 1:
             raise _Refusal(
-                _line_of(documents[1]),
+                _second_document_line(text),
                 f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one",
             )
         if not documents:
@@ -289,6 +302,10 @@ class _Migrator:
             )
 
         self._note_mode(database, flat_line)
+        if outcome.branch is ShimBranch.NESTED_WINS:
+            # Said even when the file is refused below: the operator is about to lose a cadence.
+            assert delta_pair is not None
+            self._report_discarded_legacy(legacy, database[DELTA_SECTION][CADENCE_KEY], flat_line, delta_pair)
         moves_value = outcome.branch is ShimBranch.CARRIED and delta_pair is not None
         if (
             yamlnodes.use_count(root, flat_value) > 1
@@ -301,8 +318,6 @@ class _Migrator:
             )
 
         if outcome.branch is ShimBranch.NESTED_WINS:
-            assert delta_pair is not None
-            self._report_discarded_legacy(legacy, database[DELTA_SECTION][CADENCE_KEY], flat_line, delta_pair)
             self.plan.edits.extend(self._delete_pair(flat_pair, flow))
             return
 
