@@ -141,7 +141,14 @@ def _pair_text(text: str, key: yaml.Node, value: yaml.Node) -> _PairText:
     value_start, value_end = yamlnodes.value_span(text, key, value)
     if value_start == value_end:
         # An empty (null) value ends where the key does; keep the span on the key's line.
-        value_start = value_end = text.index(":", key.end_mark.index) + 1
+        colon = text.find(":", key.end_mark.index)
+        if colon < 0 or text[key.end_mark.index : colon].strip():
+            # `{key, other: 1}` or `? key`: the next colon found belongs to someone else.
+            name = key.value if isinstance(key, yaml.ScalarNode) else "the key"
+            raise ValueError(
+                f"{name} on line {key.start_mark.line + 1} has no ':' of its own; edit it by hand"
+            )
+        value_start = value_end = colon + 1
     end = max(value_end, key.end_mark.index)
     return _PairText(
         key.start_mark.index,
@@ -190,6 +197,14 @@ def _nesting_step(database_key: yaml.Node, database: yaml.MappingNode) -> int:
     return 2
 
 
+def _yaml_error(exc: Exception) -> _Unreadable:
+    """A parse or construction failure as one line, with the line number when PyYAML knows it."""
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return _Unreadable(line, f"not valid YAML: {problem}")
+
+
 def _second_document_line(text: str) -> int | None:
     """The 1-based line where the second document starts: its `---`, not its first node, which may
     be missing (a `---` followed only by comments composes to an empty scalar at the end of the text)."""
@@ -216,10 +231,7 @@ class _Migrator:
         try:
             documents = compose_documents(text)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise _Unreadable(line, f"not valid YAML: {problem}") from exc
+            raise _yaml_error(exc) from exc
         if len(documents) > 1:
             raise _Refusal(
                 _second_document_line(text),
@@ -228,7 +240,12 @@ class _Migrator:
         if not documents:
             return self.plan
         root = documents[0]
-        data = load_values(text)
+        try:
+            data = load_values(text)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            # Composes but does not construct (`!!int abc`, an unknown tag, an unhashable key):
+            # DeerFlow's safe_load fails the same way.
+            raise _yaml_error(exc) from exc
         database = data.get(DATABASE) if isinstance(data, dict) else None
         if not isinstance(database, dict) or LEGACY_CADENCE_KEY not in database:
             return self.plan
@@ -252,6 +269,12 @@ class _Migrator:
                 "database: is an alias of an anchored mapping; move the key in the anchored mapping by hand",
             )
         assert isinstance(database_node, yaml.MappingNode)
+        if yamlnodes.use_count(root, database_node) > 1:
+            raise _Refusal(
+                _line_of(database_key),
+                "database: carries an anchor that is aliased elsewhere, so editing it would change those "
+                "places too; move the key by hand",
+            )
         merged = yamlnodes.merged_key_names(database_node)
         flat_pair = yamlnodes.find_own(database_node, LEGACY_CADENCE_KEY)
         if flat_pair is None or LEGACY_CADENCE_KEY in merged:
