@@ -26,13 +26,9 @@ def _project_root(environ: Mapping[str, str], cwd: Path) -> tuple[Path, str]:
         return cwd, "the working directory"
     root = Path(raw).expanduser().resolve()
     if not root.exists():
-        raise ConfigError(
-            f"{PROJECT_ROOT_ENV} is set to {raw!r}, but the resolved path '{root}' does not exist."
-        )
+        raise ConfigError(f"{PROJECT_ROOT_ENV} is set to {raw!r}, but the resolved path '{root}' does not exist.")
     if not root.is_dir():
-        raise ConfigError(
-            f"{PROJECT_ROOT_ENV} is set to {raw!r}, but the resolved path '{root}' is not a directory."
-        )
+        raise ConfigError(f"{PROJECT_ROOT_ENV} is set to {raw!r}, but the resolved path '{root}' is not a directory.")
     return root, f"${PROJECT_ROOT_ENV}"
 
 

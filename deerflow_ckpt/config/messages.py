@@ -8,8 +8,7 @@ BOTH_KEYS_SET = (
     "database.checkpoint_delta.snapshot_frequency are set; the nested key wins."
 )
 IGNORED_NON_MAPPING = (
-    "Ignoring deprecated database.checkpoint_delta_snapshot_frequency because "
-    "database.checkpoint_delta is already set."
+    "Ignoring deprecated database.checkpoint_delta_snapshot_frequency because database.checkpoint_delta is already set."
 )
 # DeerFlow formats this with logging's %r: Python's repr of the value as DeerFlow read it.
 CARRIED_FORWARD = (

@@ -145,9 +145,7 @@ def _pair_text(text: str, key: yaml.Node, value: yaml.Node) -> _PairText:
         if colon < 0 or text[key.end_mark.index : colon].strip():
             # `{key, other: 1}` or `? key`: the next colon found belongs to someone else.
             name = key.value if isinstance(key, yaml.ScalarNode) else "the key"
-            raise ValueError(
-                f"{name} on line {key.start_mark.line + 1} has no ':' of its own; edit it by hand"
-            )
+            raise ValueError(f"{name} on line {key.start_mark.line + 1} has no ':' of its own; edit it by hand")
         value_start = value_end = colon + 1
     end = max(value_end, key.end_mark.index)
     return _PairText(
@@ -600,9 +598,7 @@ def _decode(raw: bytes) -> tuple[bytes, str]:
     try:
         return bom, raw[len(bom) :].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Unreadable(
-            None, f"not UTF-8 text (byte {exc.start + len(bom)}); DeerFlow cannot read it"
-        ) from exc
+        raise _Unreadable(None, f"not UTF-8 text (byte {exc.start + len(bom)}); DeerFlow cannot read it") from exc
 
 
 def _keep_final_newline(original: str, edited: str) -> str:
@@ -617,18 +613,13 @@ def _verify(edited: str, expected: Any) -> None:
         documents = compose_documents(edited)
         values = load_values(edited)
     except yaml.YAMLError as exc:
-        raise _Unreadable(
-            None, f"internal error: the edited text is not valid YAML ({exc}); nothing written"
-        ) from exc
+        raise _Unreadable(None, f"internal error: the edited text is not valid YAML ({exc}); nothing written") from exc
     if len(documents) != 1 or yamlnodes.duplicate_keys(documents[0]):
-        raise _Unreadable(
-            None, "internal error: the edited text changed the document structure; nothing written"
-        )
+        raise _Unreadable(None, "internal error: the edited text changed the document structure; nothing written")
     if not same_value(values, expected):
         raise _Unreadable(
             None,
-            "internal error: the edited text does not mean what DeerFlow's shim makes of the original; "
-            "nothing written",
+            "internal error: the edited text does not mean what DeerFlow's shim makes of the original; nothing written",
         )
     database = values.get(DATABASE) if isinstance(values, dict) else None
     if isinstance(database, dict) and LEGACY_CADENCE_KEY in database:

@@ -77,8 +77,7 @@ def read_cadence(raw: object) -> CadenceReading:
         return CadenceReading(
             raw,
             None,
-            problem="is a boolean (YAML 1.1 reads false/no/off as False), "
-            "which DeerFlow rejects (must be 1 or more)",
+            problem="is a boolean (YAML 1.1 reads false/no/off as False), which DeerFlow rejects (must be 1 or more)",
         )
     if raw is None:
         return CadenceReading(raw, None, problem="is null, which DeerFlow rejects (must be an integer)")

@@ -1,0 +1,147 @@
+"""Snapshot steps, their intervals and triggers, and the cadence bounds they imply (storage-contract §6).
+
+Two interval methods: the counters (`updates` of the parent plus whether this step wrote) and the chain
+(message-writing steps counted along parent links since the previous stored seed). They agree on
+healthy threads; where they differ, something was removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.store.records import CheckpointRecord
+
+# LangGraph's DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT default.
+DEFAULT_SUPERSTEP_BOUND = 5000
+
+
+class Trigger(StrEnum):
+    """Why a snapshot was stored where it was."""
+
+    CADENCE = "cadence"
+    OVERWRITE = "overwrite"
+    FORK = "fork"
+    FRESH_UPDATE = "fresh_update_state"
+    SUPERSTEP_BOUND = "superstep_bound"
+    ROOT = "parentless"
+    UNEXPLAINED = "unexplained"
+
+    @property
+    def forced(self) -> bool:
+        return self is not Trigger.CADENCE
+
+
+@dataclass(frozen=True)
+class SnapshotEvent:
+    record: CheckpointRecord
+    trigger: Trigger
+    # Counter method: updates recorded by the parent plus this step's own write.
+    counter_interval: int
+    # Chain method: message-writing steps since the previous stored seed, this one included.
+    chain_interval: int
+
+
+@dataclass(frozen=True)
+class CadenceBounds:
+    """K >= lower (largest `updates` seen, plus one) and K <= upper (shortest cadence interval)."""
+
+    lower: int | None
+    lower_at: CheckpointRecord | None
+    upper: int | None
+    upper_at: CheckpointRecord | None
+
+    @property
+    def contradictory(self) -> bool:
+        return self.lower is not None and self.upper is not None and self.lower > self.upper
+
+    @property
+    def inferred(self) -> int | None:
+        """K when both bounds meet."""
+        return self.lower if self.lower is not None and self.lower == self.upper else None
+
+
+@dataclass(frozen=True)
+class CadenceProfile:
+    snapshots: list[SnapshotEvent]
+    bounds: CadenceBounds
+    message_writing_steps: int
+    # Writes the read walk replays, per checkpoint id (0 where a seed is stored).
+    replay_depth: dict[str, int]
+    # Writes since the last snapshot at the head, as its counters record them.
+    open_tail: int
+
+    @property
+    def cadence_intervals(self) -> list[int]:
+        return [event.counter_interval for event in self.snapshots if not event.trigger.forced]
+
+
+def replay_depths(graph: LineageGraph) -> dict[str, int]:
+    """For every checkpoint, the message writes a read replays from the nearest stored seed."""
+    depth: dict[str, int] = {}
+    for record in graph.records:
+        pending: list[CheckpointRecord] = []
+        current: CheckpointRecord | None = record
+        visiting: set[str] = set()
+        while current is not None and current.checkpoint_id not in depth:
+            if current.checkpoint_id in visiting:  # a cycle: nothing beyond it can be replayed
+                break
+            visiting.add(current.checkpoint_id)
+            pending.append(current)
+            if graph.stores_seed(current):
+                break
+            current = graph.parent(current)
+        for item in reversed(pending):
+            if graph.stores_seed(item):
+                depth[item.checkpoint_id] = 0
+                continue
+            parent = graph.parent(item)
+            below = depth.get(parent.checkpoint_id, 0) if parent is not None else 0
+            depth[item.checkpoint_id] = below + (1 if graph.wrote(item) else 0)
+    return depth
+
+
+def classify_trigger(graph: LineageGraph, record: CheckpointRecord, superstep_bound: int) -> Trigger:
+    parent = graph.parent(record)
+    if parent is None:
+        return Trigger.FRESH_UPDATE if record.source == "update" else Trigger.ROOT
+    if parent.overwrite_written:
+        return Trigger.OVERWRITE
+    if len(graph.children.get(parent.checkpoint_id, ())) > 1:
+        return Trigger.FORK
+    if (parent.supersteps or 0) + 1 >= superstep_bound:
+        return Trigger.SUPERSTEP_BOUND
+    if (parent.updates or 0) + (1 if graph.wrote(record) else 0) >= 1:
+        return Trigger.CADENCE
+    return Trigger.UNEXPLAINED
+
+
+def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTEP_BOUND) -> CadenceProfile:
+    depth = replay_depths(graph)
+    snapshots: list[SnapshotEvent] = []
+    lower: int | None = None
+    lower_at: CheckpointRecord | None = None
+    for record in graph.records:
+        if graph.is_snapshot_step(record):
+            parent = graph.parent(record)
+            wrote = 1 if graph.wrote(record) else 0
+            counter_interval = (parent.updates or 0) + wrote if parent is not None else wrote
+            chain_interval = wrote + (depth.get(parent.checkpoint_id, 0) if parent is not None else 0)
+            trigger = classify_trigger(graph, record, superstep_bound)
+            snapshots.append(SnapshotEvent(record, trigger, counter_interval, chain_interval))
+        elif record.updates is not None and (lower is None or record.updates + 1 > lower):
+            lower, lower_at = record.updates + 1, record
+    upper: int | None = None
+    upper_at: CheckpointRecord | None = None
+    for event in snapshots:
+        if not event.trigger.forced and (upper is None or event.counter_interval < upper):
+            upper, upper_at = event.counter_interval, event.record
+    head = graph.head()
+    return CadenceProfile(
+        snapshots=snapshots,
+        bounds=CadenceBounds(lower, lower_at, upper, upper_at),
+        message_writing_steps=sum(1 for record in graph.records if graph.wrote(record)),
+        replay_depth=depth,
+        open_tail=head.updates or 0,
+    )

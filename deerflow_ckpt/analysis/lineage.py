@@ -1,0 +1,115 @@
+"""The parent/child structure of one lineage and the storage facts that depend on a checkpoint's parent.
+
+Chains are followed through parent ids, never inferred from id order: branches interleave, and ids
+are monotonic only within one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, MessagesShape
+
+# Shapes that mean "a value is stored at this version": the read walk stops here.
+_SEED_SHAPES = frozenset(
+    {
+        MessagesShape.SNAPSHOT,
+        MessagesShape.LIST,
+        MessagesShape.OTHER,
+        MessagesShape.SNAPSHOT_AT_VERSION,
+        MessagesShape.DANGLING_MARKER,
+        MessagesShape.MARKER_WITHOUT_SNAPSHOT,
+    }
+)
+# Shapes only a delta writer produces (Postgres's inline marker, or a _DeltaSnapshot).
+_DELTA_SHAPES = frozenset(
+    {MessagesShape.SNAPSHOT, MessagesShape.DANGLING_MARKER, MessagesShape.MARKER_WITHOUT_SNAPSHOT}
+)
+
+
+@dataclass
+class LineageGraph:
+    lineage: Lineage
+    backend: Backend
+    by_id: dict[str, CheckpointRecord] = field(init=False)
+    children: dict[str, list[CheckpointRecord]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_id = {record.checkpoint_id: record for record in self.lineage.records}
+        self.children = {}
+        for record in self.lineage.records:
+            if record.parent_id is not None and record.parent_id in self.by_id:
+                self.children.setdefault(record.parent_id, []).append(record)
+
+    @property
+    def records(self) -> list[CheckpointRecord]:
+        return self.lineage.records
+
+    def parent(self, record: CheckpointRecord) -> CheckpointRecord | None:
+        return self.by_id.get(record.parent_id) if record.parent_id is not None else None
+
+    def roots(self) -> list[CheckpointRecord]:
+        return [record for record in self.records if record.parent_id is None]
+
+    def heads(self) -> list[CheckpointRecord]:
+        return [record for record in self.records if record.checkpoint_id not in self.children]
+
+    def head(self) -> CheckpointRecord:
+        """The newest checkpoint (max id), which DeerFlow reads as the thread's state."""
+        return self.records[-1]
+
+    def ancestors(self, record: CheckpointRecord) -> Iterator[CheckpointRecord]:
+        """The parents of `record`, nearest first; stops at a missing parent or a cycle."""
+        seen = {record.checkpoint_id}
+        current = self.parent(record)
+        while current is not None and current.checkpoint_id not in seen:
+            seen.add(current.checkpoint_id)
+            yield current
+            current = self.parent(current)
+
+    # -- storage facts ---------------------------------------------------------------------------
+
+    def wrote(self, record: CheckpointRecord) -> bool:
+        """The step that produced `record` wrote messages: a messages write is stored under its parent."""
+        parent = self.parent(record)
+        return parent is not None and parent.message_write_rows > 0
+
+    def stores_seed(self, record: CheckpointRecord) -> bool:
+        """The read walk stops at `record`: a value for messages is stored at its version."""
+        return record.messages in _SEED_SHAPES
+
+    def is_delta(self, record: CheckpointRecord) -> bool:
+        return record.uses_delta or record.messages in _DELTA_SHAPES
+
+    def same_version_as_parent(self, record: CheckpointRecord) -> bool:
+        parent = self.parent(record)
+        return (
+            parent is not None
+            and record.messages_version is not None
+            and (parent.messages_version == record.messages_version)
+        )
+
+    def is_snapshot_step(self, record: CheckpointRecord) -> bool:
+        """A snapshot physically stored by this step, not a raw writer's copy of its parent's."""
+        if record.messages is not MessagesShape.SNAPSHOT:
+            return False
+        parent = self.parent(record)
+        copied = (
+            parent is not None
+            and parent.messages in (MessagesShape.SNAPSHOT, MessagesShape.SNAPSHOT_AT_VERSION)
+            and self.same_version_as_parent(record)
+        )
+        return not copied
+
+    def stores_list_here(self, record: CheckpointRecord) -> bool:
+        """A plain list stored by this step, at a version its parent did not have.
+
+        On Postgres a version's blob is shared by later checkpoints; on SQLite an input checkpoint or
+        a raw writer repeats its parent's list inline. Neither is a new list.
+        """
+        if record.messages is not MessagesShape.LIST:
+            return False
+        parent = self.parent(record)
+        inherited = parent is not None and parent.messages is MessagesShape.LIST
+        return not (inherited and self.same_version_as_parent(record))

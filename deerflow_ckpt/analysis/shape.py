@@ -1,0 +1,336 @@
+"""Storage-shape rules over one lineage: pure functions from records to findings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
+from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.rules import Severity, rule
+from deerflow_ckpt.store.records import CheckpointRecord, Lineage, MessagesShape
+
+CONVERSATION_NS = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: Severity
+    thread_id: str | None
+    checkpoint_ns: str | None
+    checkpoint_id: str | None
+    step: int | None
+    message: str
+
+    @property
+    def explanation(self) -> str:
+        """The one-line message followed by what the operator loses and should do."""
+        return f"{self.message}; {rule(self.rule).impact}"
+
+
+@dataclass(frozen=True)
+class ShapeSettings:
+    # The cadence every writer should use (--cadence or config); None means infer it.
+    expected_cadence: int | None = None
+    superstep_bound: int = DEFAULT_SUPERSTEP_BOUND
+
+
+class ThreadKind:
+    DELTA = "delta"
+    FULL = "full"
+    MIGRATED = "migrated"  # full-mode history with stored messages, continued in delta mode
+
+
+@dataclass
+class LineageResult:
+    lineage: Lineage
+    graph: LineageGraph
+    profile: CadenceProfile
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        graph = self.graph
+        delta = [record for record in graph.records if graph.is_delta(record)]
+        if not delta:
+            return ThreadKind.FULL
+        first_delta = min(record.checkpoint_id for record in delta)
+        seeded_before = any(
+            graph.stores_list_here(record) and not graph.is_delta(record) and record.checkpoint_id < first_delta
+            for record in graph.records
+        )
+        return ThreadKind.MIGRATED if seeded_before else ThreadKind.DELTA
+
+
+def _finding(code: str, record: CheckpointRecord | None, lineage: Lineage, message: str) -> Finding:
+    return Finding(
+        rule=code,
+        severity=rule(code).severity,
+        thread_id=lineage.thread_id,
+        checkpoint_ns=lineage.checkpoint_ns,
+        checkpoint_id=record.checkpoint_id if record is not None else None,
+        step=record.step if record is not None else None,
+        message=message,
+    )
+
+
+def _step(record: CheckpointRecord) -> str:
+    return f"step {record.step}" if record.step is not None else "this checkpoint"
+
+
+class _LineageChecker:
+    def __init__(self, graph: LineageGraph, profile: CadenceProfile, settings: ShapeSettings) -> None:
+        self.graph = graph
+        self.profile = profile
+        self.settings = settings
+        self.lineage = graph.lineage
+        self.findings: list[Finding] = []
+        self.severed_roots: set[str] = set()
+        self.broken_links: set[str] = set()
+
+    def add(self, code: str, record: CheckpointRecord | None, message: str) -> None:
+        self.findings.append(_finding(code, record, self.lineage, message))
+
+    def run(self) -> list[Finding]:
+        self.check_decoding()
+        self.check_lineage()
+        self.check_message_storage()
+        self.check_counters()
+        self.check_cadence()
+        self.check_pruned_writes()
+        self.check_forks()
+        self.check_mode_changes()
+        return self.findings
+
+    def check_decoding(self) -> None:
+        """CK104/CK105: what the store found while reading each row."""
+        for record in self.graph.records:
+            for problem in record.problems:
+                self.add(problem.rule, record, problem.detail)
+
+    def check_lineage(self) -> None:
+        """CK301 severed lineage, CK302 missing parent, CK303 misordered parent or cycle."""
+        graph = self.graph
+        for record in graph.records:
+            if record.parent_id is None:
+                continue
+            if record.parent_id not in graph.by_id:
+                self.broken_links.add(record.checkpoint_id)
+                self.add("CK302", record, f"parent {record.parent_id} names no checkpoint in this lineage")
+            elif record.parent_id >= record.checkpoint_id:
+                self.broken_links.add(record.checkpoint_id)
+                cycle = any(a.checkpoint_id == record.checkpoint_id for a in _walk_with_cycle(graph, record))
+                shape = "forms a cycle" if cycle else "does not sort below its child"
+                self.add("CK303", record, f"parent {record.parent_id} {shape}")
+        roots = graph.roots()
+        if len(roots) < 2:
+            return
+        first = min(roots, key=lambda record: record.checkpoint_id)
+        for root in roots:
+            starts_thread = root is first and (root.step is None or root.step < 0 or root.source == "update")
+            if starts_thread or graph.stores_seed(root) or not graph.is_delta(root):
+                continue
+            self.severed_roots.add(root.checkpoint_id)
+            self.add(
+                "CK301",
+                root,
+                f"parentless checkpoint at {_step(root)} stores no messages: later reads start from it "
+                "without the earlier history",
+            )
+
+    def check_message_storage(self) -> None:
+        """CK101 plain lists in delta checkpoints, CK102 markers without snapshots, CK103 empty snapshots."""
+        graph = self.graph
+        for record in graph.records:
+            if record.messages is MessagesShape.DANGLING_MARKER:
+                self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
+            elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT:
+                self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
+            if graph.is_delta(record) and graph.stores_list_here(record):
+                self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
+            if graph.is_snapshot_step(record) and record.seed_empty and self._had_messages_unremoved(record):
+                self.add(
+                    "CK103",
+                    record,
+                    f"snapshot at {_step(record)} holds no messages, though earlier steps wrote some and no "
+                    "removal or Overwrite came between",
+                )
+
+    def _had_messages_unremoved(self, record: CheckpointRecord) -> bool:
+        """Earlier history had messages, and nothing since could legitimately have emptied it."""
+        graph = self.graph
+        had_messages = False
+        for ancestor in graph.ancestors(record):
+            if ancestor.overwrite_written or ancestor.removal_written:
+                return False
+            if ancestor.message_write_rows > 0:
+                had_messages = True
+            if graph.stores_seed(ancestor):
+                return had_messages or not ancestor.seed_empty
+        return had_messages
+
+    def check_counters(self) -> None:
+        """CK201 updates at or above K, CK203 supersteps at or above the bound, CK204 reset with no snapshot."""
+        graph = self.graph
+        expected = self.settings.expected_cadence if self._cadence_applies() else None
+        bound = self.settings.superstep_bound
+        over_cadence = [r for r in graph.records if expected is not None and (r.updates or 0) >= expected]
+        if over_cadence and expected is not None:
+            first, top = over_cadence[0], max(r.updates or 0 for r in over_cadence)
+            self.add(
+                "CK201",
+                first,
+                f"updates counter reaches {top} without a snapshot (first at {_step(first)}, "
+                f"{len(over_cadence)} checkpoints at or above the expected cadence {expected})",
+            )
+        over_bound = [r for r in graph.records if (r.supersteps or 0) >= bound]
+        if over_bound:
+            first, top = over_bound[0], max(r.supersteps or 0 for r in over_bound)
+            self.add(
+                "CK203",
+                first,
+                f"supersteps counter reaches {top} without a snapshot (first at {_step(first)}, "
+                f"{len(over_bound)} checkpoints at or above the bound {bound})",
+            )
+        for record in graph.records:
+            parent = graph.parent(record)
+            stripped = (
+                parent is not None
+                and graph.is_delta(record)
+                and record.updates is None
+                and record.supersteps is None
+                and not graph.stores_seed(record)
+                and graph.is_delta(parent)
+            )
+            if stripped:
+                self.add("CK204", record, f"counters reset at {_step(record)} but no snapshot is stored there")
+
+    def _cadence_applies(self) -> bool:
+        # The configured cadence is the conversation graph's; subgraph namespaces carry their own.
+        return self.lineage.checkpoint_ns == CONVERSATION_NS
+
+    def check_cadence(self) -> None:
+        """CK202: intervals that contradict the expected K, or each other (mixed writers)."""
+        expected = self.settings.expected_cadence if self._cadence_applies() else None
+        if expected is not None:
+            off = [e for e in self.profile.snapshots if not e.trigger.forced and e.counter_interval != expected]
+            if off:
+                intervals = ", ".join(str(e.counter_interval) for e in off[:8]) + (", ..." if len(off) > 8 else "")
+                self.add(
+                    "CK202",
+                    off[0].record,
+                    f"{len(off)} cadence snapshots closed intervals other than the expected cadence {expected} "
+                    f"(message-writing steps: {intervals}; first at {_step(off[0].record)})",
+                )
+            return
+        bounds = self.profile.bounds
+        if bounds.contradictory:
+            assert bounds.lower_at is not None and bounds.upper_at is not None
+            self.add(
+                "CK202",
+                bounds.upper_at,
+                f"mixed writers: the counters need K >= {bounds.lower} (at {_step(bounds.lower_at)}), but a "
+                f"cadence snapshot at {_step(bounds.upper_at)} closed after {bounds.upper} writes",
+            )
+
+    def check_pruned_writes(self) -> None:
+        """CK304: the counters record more message writes than the chain back to the last snapshot holds."""
+        graph = self.graph
+        deficit: dict[str, int] = {}
+        for record in graph.records:
+            if record.updates is None or not graph.is_delta(record):
+                continue
+            found, reached = self._writes_since_reset(record)
+            if not reached:
+                continue
+            missing = record.updates - found
+            parent = graph.parent(record)
+            previous = deficit.get(parent.checkpoint_id, 0) if parent is not None else 0
+            deficit[record.checkpoint_id] = missing
+            if missing > max(previous, 0):
+                self.add(
+                    "CK304",
+                    record,
+                    f"counters at {_step(record)} record {record.updates} message writes since the last "
+                    f"snapshot, but only {found} are stored on the chain",
+                )
+
+    def _writes_since_reset(self, record: CheckpointRecord) -> tuple[int, bool]:
+        """Message-writing tasks on the chain back to where the counters last reset.
+
+        The second value is False when the chain breaks first (reported by CK301-CK303 instead).
+        """
+        graph = self.graph
+        found = 0
+        current = record
+        seen: set[str] = set()
+        while True:
+            seen.add(current.checkpoint_id)
+            parent = graph.parent(current)
+            if current.checkpoint_id in self.broken_links or current.checkpoint_id in self.severed_roots:
+                return found, False
+            if parent is None:
+                return found, current.parent_id is None
+            found += parent.message_write_tasks
+            reset = graph.is_snapshot_step(parent) or not graph.is_delta(parent) or parent.updates is None
+            if reset or parent.checkpoint_id in seen:
+                return found, parent.checkpoint_id not in seen
+            current = parent
+
+    def check_forks(self) -> None:
+        """CK305: a delta checkpoint with more than one child."""
+        graph = self.graph
+        for record in graph.records:
+            children = graph.children.get(record.checkpoint_id, [])
+            if len(children) > 1 and (graph.is_delta(record) or any(graph.is_delta(c) for c in children)):
+                self.add("CK305", record, f"fork at {_step(record)}: {len(children)} children continue from it")
+
+    def check_mode_changes(self) -> None:
+        """CK401: a full-mode checkpoint whose parent is a delta checkpoint."""
+        graph = self.graph
+        for record in graph.records:
+            parent = graph.parent(record)
+            if parent is not None and graph.is_delta(parent) and not graph.is_delta(record):
+                self.add(
+                    "CK401",
+                    record,
+                    f"full-mode checkpoint at {_step(record)} continues a delta checkpoint",
+                )
+
+
+def _walk_with_cycle(graph: LineageGraph, record: CheckpointRecord) -> Iterable[CheckpointRecord]:
+    """Parents of `record` until one repeats (yielding the repeat) or the chain ends."""
+    seen: set[str] = set()
+    current = graph.parent(record)
+    while current is not None:
+        yield current
+        if current.checkpoint_id in seen:
+            return
+        seen.add(current.checkpoint_id)
+        current = graph.parent(current)
+
+
+def check_lineage(graph: LineageGraph, settings: ShapeSettings) -> LineageResult:
+    """Every storage-shape rule over one lineage."""
+    profile = cadence_profile(graph, settings.superstep_bound)
+    result = LineageResult(graph.lineage, graph, profile)
+    result.findings = _LineageChecker(graph, profile, settings).run()
+    return result
+
+
+def cross_thread_cadence(inferred: Counter[int]) -> Finding | None:
+    """CK202 at database level: with no expected K, conversations that settled on different cadences."""
+    if len(inferred) < 2:
+        return None
+    spread = ", ".join(f"K={k} ({n} thread{'s' if n > 1 else ''})" for k, n in sorted(inferred.items()))
+    return Finding(
+        rule="CK202",
+        severity=rule("CK202").severity,
+        thread_id=None,
+        checkpoint_ns=None,
+        checkpoint_id=None,
+        step=None,
+        message=f"threads disagree on the cadence: {spread}",
+    )

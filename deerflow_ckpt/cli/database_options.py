@@ -1,0 +1,94 @@
+"""Choosing the database and the expected cadence, shared by verify-shape and inspect."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
+from deerflow_ckpt.config.locate import locate_config
+from deerflow_ckpt.errors import ConfigError, StoreError
+from deerflow_ckpt.store.source import (
+    DatabaseChoice,
+    default_sqlite_choice,
+    target_from_argument,
+    target_from_settings,
+)
+
+DB_OPTION = typer.Option(
+    None,
+    "--db",
+    help="SQLite file or postgresql:// DSN (+driver suffixes accepted). Default: from config.yaml.",
+    show_default=False,
+)
+SCHEMA_OPTION = typer.Option("", "--schema", help="Postgres schema holding the checkpoint tables.", show_default=False)
+CONFIG_OPTION = typer.Option(
+    None,
+    "--config",
+    help="DeerFlow config.yaml (default: found the way DeerFlow finds it).",
+    show_default=False,
+)
+CADENCE_OPTION = typer.Option(
+    None, "--cadence", min=1, help="Expected snapshot_frequency K (default: the config's effective value)."
+)
+IMMUTABLE_OPTION = typer.Option(
+    False,
+    "--immutable",
+    help="Read a SQLite copy that nobody writes to with immutable=1 (ignores -wal and -shm: never on a live DB).",
+)
+
+
+@dataclass(frozen=True)
+class DatabaseSelection:
+    choice: DatabaseChoice
+    settings: DatabaseSettings | None
+    config_path: Path | None
+    expected_cadence: int | None
+    cadence_source: str
+
+
+def select(db: str | None, schema: str, config: Path | None, cadence: int | None, immutable: bool) -> DatabaseSelection:
+    """Resolve --db / --config / defaults, and the expected cadence, as the issue describes."""
+    environ, cwd = os.environ, Path.cwd()
+    config_path: Path | None = None
+    tried: list[str] = []
+    try:
+        config_path = locate_config(config, environ, cwd).path
+    except ConfigError as exc:
+        if config is not None or (db is None and environ.get("DEER_FLOW_CONFIG_PATH")):
+            raise
+        tried.append(str(exc))
+    settings = load_database_settings(config_path, environ) if config_path is not None else None
+
+    if db is not None:
+        choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
+    elif settings is not None and config_path is not None:
+        choice = target_from_settings(settings, config_path, environ, cwd, immutable)
+    else:
+        try:
+            choice = default_sqlite_choice(environ, cwd, immutable)
+        except StoreError as exc:
+            raise StoreError("; ".join([*tried, str(exc)]) + "; pass --db or --config") from None
+    if schema and db is None:
+        raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
+
+    expected, source = _expected_cadence(cadence, settings, config_path)
+    return DatabaseSelection(choice, settings, config_path, expected, source)
+
+
+def _expected_cadence(
+    cadence: int | None, settings: DatabaseSettings | None, config_path: Path | None
+) -> tuple[int | None, str]:
+    if cadence is not None:
+        return cadence, "--cadence"
+    if settings is None or config_path is None:
+        return None, "unknown (no --cadence and no config.yaml)"
+    reading = settings.cadence
+    if reading.effective is None:
+        why = f"${reading.env_reference} is not set" if reading.env_reference else f"the value {reading.problem}"
+        return None, f"unknown ({config_path}: {why})"
+    origin = "DeerFlow's default" if settings.cadence_is_default else "database.checkpoint_delta.snapshot_frequency"
+    return reading.effective, f"{config_path}, {origin}"

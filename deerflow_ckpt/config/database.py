@@ -1,0 +1,125 @@
+"""The `database:` settings DeerFlow derives from config.yaml: backend, location, mode and cadence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deerflow_ckpt.config.keys import (
+    CADENCE_KEY,
+    CHANNEL_MODE_KEY,
+    DATABASE,
+    DEFAULT_CADENCE,
+    DEFAULT_CHANNEL_MODE,
+    DELTA_SECTION,
+    FILE_DATABASE_DEFAULTS,
+    LEGACY_CHECKPOINTER,
+)
+from deerflow_ckpt.config.values import CadenceReading, apply_legacy_shim, load_values, read_cadence
+from deerflow_ckpt.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CheckpointerOverride:
+    """The legacy `checkpointer:` section, which DeerFlow prefers over `database:` for checkpoints."""
+
+    kind: str
+    connection_string: str | None
+    postgres_schema: str | None
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    backend: str
+    sqlite_dir: str
+    # After `$VAR` resolution; None when the variable is unset here.
+    postgres_url: str | None
+    postgres_url_reference: str | None
+    postgres_schema: str
+    channel_mode: object
+    cadence: CadenceReading
+    # True when the cadence came from DeerFlow's default (no key set).
+    cadence_is_default: bool
+    checkpointer: CheckpointerOverride | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def resolve_reference(value: object, environ: Mapping[str, str]) -> tuple[object, str | None]:
+    """DeerFlow's resolve_env_variables for one value: a string starting with `$` names a variable.
+
+    Returns the resolved value (None when the variable is unset here) and the variable name.
+    """
+    if isinstance(value, str) and value.startswith("$"):
+        name = value[1:]
+        return environ.get(name), name
+    return value, None
+
+
+def read_database_settings(data: object, environ: Mapping[str, str]) -> DatabaseSettings:
+    """What DeerFlow would use from an already-loaded config.yaml value."""
+    top = data if isinstance(data, dict) else {}
+    raw_database = top.get(DATABASE)
+    if raw_database is None:
+        raw_database = {}
+    if not isinstance(raw_database, dict):
+        raise ConfigError(f"database: is {type(raw_database).__name__}, not a mapping; DeerFlow cannot load it")
+    database: dict[Any, Any] = {**FILE_DATABASE_DEFAULTS, **raw_database}
+    database = apply_legacy_shim(database).database
+    notes: list[str] = []
+
+    delta = database.get(DELTA_SECTION)
+    cadence_is_default = not (isinstance(delta, dict) and CADENCE_KEY in delta)
+    raw_cadence = delta[CADENCE_KEY] if not cadence_is_default and isinstance(delta, dict) else DEFAULT_CADENCE
+    resolved, reference = resolve_reference(raw_cadence, environ)
+    if reference is not None and resolved is None:
+        cadence = CadenceReading(raw_cadence, None, env_reference=reference)
+        notes.append(f"the cadence comes from ${reference}, which is not set here")
+    else:
+        cadence = read_cadence(resolved)
+
+    url, url_reference = resolve_reference(database.get("postgres_url", ""), environ)
+    checkpointer = _checkpointer_override(top.get(LEGACY_CHECKPOINTER), environ)
+    mode, _ = resolve_reference(database.get(CHANNEL_MODE_KEY, DEFAULT_CHANNEL_MODE), environ)
+    return DatabaseSettings(
+        backend=str(database.get("backend")),
+        sqlite_dir=str(resolve_reference(database.get("sqlite_dir"), environ)[0] or ".deer-flow/data"),
+        postgres_url=None if url is None else str(url),
+        postgres_url_reference=url_reference,
+        postgres_schema=str(database.get("postgres_schema") or ""),
+        channel_mode=mode,
+        cadence=cadence,
+        cadence_is_default=cadence_is_default,
+        checkpointer=checkpointer,
+        notes=tuple(notes),
+    )
+
+
+def _checkpointer_override(section: object, environ: Mapping[str, str]) -> CheckpointerOverride | None:
+    if not isinstance(section, dict):
+        return None
+    connection, _ = resolve_reference(section.get("connection_string"), environ)
+    schema = section.get("postgres_schema")
+    return CheckpointerOverride(
+        kind=str(section.get("type", "memory")),
+        connection_string=None if connection is None else str(connection),
+        postgres_schema=None if schema is None else str(schema),
+    )
+
+
+def load_database_settings(path: Path, environ: Mapping[str, str]) -> DatabaseSettings:
+    """Read config.yaml at `path` the way DeerFlow does and return its database settings."""
+    import yaml
+
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text") from exc
+    try:
+        data = load_values(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    return read_database_settings(data, environ)

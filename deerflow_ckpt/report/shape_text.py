@@ -1,0 +1,64 @@
+"""verify-shape's text report for people: a summary per rule, the thread counts, then every finding."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from deerflow_ckpt.analysis.rules import RULES, Severity
+from deerflow_ckpt.scan import ScanReport
+
+_SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _cadence_line(report: ScanReport) -> str:
+    if report.expected_cadence is not None:
+        return f"expected cadence K={report.expected_cadence} (from {report.cadence_source})"
+    inferred = ", ".join(f"K={k} x{n}" for k, n in sorted(report.inferred_cadences.items())) or "none settled"
+    return f"expected cadence unknown; inferred per thread: {inferred}"
+
+
+def render_text(report: ScanReport, console: Console) -> None:
+    console.print(Text(f"Scanned {report.database}", style="bold"))
+    console.print(f"  found via {report.found_via}")
+    console.print(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}")
+    kinds = report.kinds
+    console.print(
+        f"  {report.threads} threads ({kinds.get('delta', 0)} delta, {kinds.get('full', 0)} full, "
+        f"{kinds.get('migrated', 0)} migrated), {report.lineages} lineages, {report.checkpoints} checkpoints"
+    )
+    counts = report.rule_counts()
+    if not counts:
+        console.print(Text("No storage-shape violations found.", style="green"))
+        return
+    summary = Table(title="Findings by rule", title_justify="left", show_edge=False)
+    summary.add_column("rule")
+    summary.add_column("severity")
+    summary.add_column("count", justify="right")
+    summary.add_column("meaning")
+    for code in sorted(counts):
+        rule = RULES[code]
+        summary.add_row(
+            code,
+            Text(rule.severity.value, style=_SEVERITY_STYLE[rule.severity]),
+            str(counts[code]),
+            rule.title,
+        )
+    console.print(summary)
+    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    for finding in sorted(
+        report.findings, key=lambda f: (order[f.severity], f.rule, f.thread_id or "", f.checkpoint_id or "")
+    ):
+        where = "database" if finding.thread_id is None else f"thread {finding.thread_id}"
+        if finding.checkpoint_ns:
+            where += f" ns {finding.checkpoint_ns}"
+        if finding.checkpoint_id:
+            where += f" checkpoint {finding.checkpoint_id}"
+        if finding.step is not None:
+            where += f" (step {finding.step})"
+        line = Text()
+        line.append(f"{finding.rule} ", style="bold")
+        line.append(f"{finding.severity.value}", style=_SEVERITY_STYLE[finding.severity])
+        line.append(f" {where}: {finding.explanation}")
+        console.print(line)

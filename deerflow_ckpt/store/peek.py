@@ -1,0 +1,175 @@
+"""Inert msgpack decoding of checkpoint bytes: imports nothing named in a blob, constructs nothing.
+
+LangGraph's serializer turns msgpack ext values into objects by importing `module` and calling `name`,
+so a crafted checkpoint can run code on load. Here every ext becomes a plain `ExtValue` recording
+its code and the type it names; the scanner judges those names instead of trusting them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+
+# LangGraph's ext codes (langgraph.checkpoint.serde.jsonplus EXT_*); a test pins them to the library.
+EXT_CONSTRUCTOR_SINGLE_ARG = 0
+EXT_CONSTRUCTOR_POS_ARGS = 1
+EXT_CONSTRUCTOR_KW_ARGS = 2
+EXT_METHOD_SINGLE_ARG = 3
+EXT_PYDANTIC_V1 = 4
+EXT_PYDANTIC_V2 = 5
+EXT_NUMPY_ARRAY = 6
+EXT_DELTA_SNAPSHOT = 7
+_NAMED_TYPE_CODES = frozenset(
+    {
+        EXT_CONSTRUCTOR_SINGLE_ARG,
+        EXT_CONSTRUCTOR_POS_ARGS,
+        EXT_CONSTRUCTOR_KW_ARGS,
+        EXT_METHOD_SINGLE_ARG,
+        EXT_PYDANTIC_V1,
+        EXT_PYDANTIC_V2,
+    }
+)
+# Nesting of ext values inside ext payloads; real checkpoints use three or four levels.
+MAX_EXT_DEPTH = 32
+
+# Safe to construct besides LangChain and LangGraph's own types (LangGraph's strict-mode list).
+_SAFE_STDLIB_TYPES = frozenset(
+    {
+        ("datetime", "datetime"),
+        ("datetime", "date"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("uuid", "UUID"),
+        ("decimal", "Decimal"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("collections", "deque"),
+        ("ipaddress", "IPv4Address"),
+        ("ipaddress", "IPv4Interface"),
+        ("ipaddress", "IPv4Network"),
+        ("ipaddress", "IPv6Address"),
+        ("ipaddress", "IPv6Interface"),
+        ("ipaddress", "IPv6Network"),
+        ("pathlib", "Path"),
+        ("pathlib", "PosixPath"),
+        ("pathlib", "WindowsPath"),
+        ("pathlib._local", "Path"),
+        ("pathlib._local", "PosixPath"),
+        ("pathlib._local", "WindowsPath"),
+        ("zoneinfo", "ZoneInfo"),
+        ("re", "compile"),
+    }
+)
+_SAFE_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
+_TRUSTED_PACKAGES = ("langchain_core", "langchain", "langgraph")
+OVERWRITE_TYPE = ("langgraph.types", "Overwrite")
+REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
+
+
+class UndecodableError(ValueError):
+    """Bytes that are not the msgpack LangGraph writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtValue:
+    """An ext value left undecoded: what it would construct, never the object itself."""
+
+    code: int
+    module: str | None
+    name: str | None
+    method: str | None
+    # For a snapshot: the inertly decoded list; for other exts: the decoded arguments.
+    payload: Any
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class NamedType:
+    code: int
+    module: str | None
+    name: str | None
+    method: str | None
+
+    def describe(self) -> str:
+        target = f"{self.module}.{self.name}" if self.module else f"ext code {self.code}"
+        return f"{target}.{self.method}" if self.method else target
+
+    @property
+    def trusted(self) -> bool:
+        """True when LangGraph may construct it without running foreign code."""
+        if self.code == EXT_METHOD_SINGLE_ARG:
+            return (self.module, self.name, self.method) in _SAFE_METHODS
+        if self.code not in _NAMED_TYPE_CODES or self.module is None or self.name is None:
+            return False
+        if (self.module, self.name) in _SAFE_STDLIB_TYPES:
+            return True
+        package = self.module.split(".", 1)[0]
+        return package in _TRUSTED_PACKAGES
+
+
+class InertDecoder:
+    """Decodes msgpack with an ext hook that records type names and never imports anything."""
+
+    __slots__ = ("_depth", "named_types")
+
+    def __init__(self) -> None:
+        self.named_types: set[NamedType] = set()
+        self._depth = 0
+
+    def decode(self, data: bytes) -> Any:
+        try:
+            return ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise UndecodableError(str(exc) or type(exc).__name__) from None
+
+    def untrusted_types(self) -> list[NamedType]:
+        return sorted((t for t in self.named_types if not t.trusted), key=NamedType.describe)
+
+    def _hook(self, code: int, data: bytes) -> ExtValue:
+        if self._depth >= MAX_EXT_DEPTH:
+            raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
+        self._depth += 1
+        try:
+            payload = ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        finally:
+            self._depth -= 1
+        if code == EXT_DELTA_SNAPSHOT:
+            return ExtValue(code, None, None, None, payload, len(data))
+        module = name = method = None
+        if code in _NAMED_TYPE_CODES and isinstance(payload, (list, tuple)) and len(payload) >= 2:
+            module = payload[0] if isinstance(payload[0], str) else None
+            name = payload[1] if isinstance(payload[1], str) else None
+            if code == EXT_METHOD_SINGLE_ARG and len(payload) >= 4 and isinstance(payload[3], str):
+                method = payload[3]
+        self.named_types.add(NamedType(code, module, name, method))
+        return ExtValue(code, module, name, method, payload, len(data))
+
+
+def is_snapshot(value: object) -> bool:
+    return isinstance(value, ExtValue) and value.code == EXT_DELTA_SNAPSHOT
+
+
+def head_is_snapshot(head: bytes) -> bool:
+    """True when msgpack bytes start with an ext header of type 7 (a `_DeltaSnapshot`)."""
+    if not head:
+        return False
+    marker = head[0]
+    # fixext 1/2/4/8/16: type byte follows the marker
+    if 0xD4 <= marker <= 0xD8:
+        return len(head) > 1 and head[1] == EXT_DELTA_SNAPSHOT
+    offsets = {0xC7: 2, 0xC8: 3, 0xC9: 5}  # ext 8/16/32: type byte after the length
+    offset = offsets.get(marker)
+    return offset is not None and len(head) > offset and head[offset] == EXT_DELTA_SNAPSHOT
+
+
+def head_is_empty_snapshot(head: bytes) -> bool:
+    """`d4 07 90`: fixext1 of type 7 holding an empty msgpack array."""
+    return head[:3] == b"\xd4\x07\x90"
+
+
+def head_is_list(head: bytes) -> bool:
+    """True when msgpack bytes start with an array header (a plain message list)."""
+    return bool(head) and (0x90 <= head[0] <= 0x9F or head[0] in (0xDC, 0xDD))

@@ -1,0 +1,263 @@
+"""Read a LangGraph Postgres checkpoint database in read-only transactions, one thread at a time.
+
+The messages shape is classified in SQL (inline marker, counters, the first bytes of the blob at the
+checkpoint's messages version), so snapshot blobs never cross the wire. Never through PostgresSaver:
+setup() migrates, and its reads report inherited snapshots as if every checkpoint stored one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.redact import redact
+from deerflow_ckpt.store.peek import head_is_empty_snapshot, head_is_list, head_is_snapshot
+from deerflow_ckpt.store.records import CheckpointRecord, Lineage, MessagesShape, Problem
+from deerflow_ckpt.store.source import PostgresTarget
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
+
+# Rows fetched per round trip by the server-side cursors.
+FETCH_ROWS = 2000
+STATEMENT_TIMEOUT_MS = 600_000
+HEAD_BYTES = 8
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+# "C" collation: byte order, the same order Python compares strings in, so the streams merge.
+_CHECKPOINTS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       jsonb_typeof(c.metadata) = 'object',
+       c.metadata->>'source', c.metadata->'step', c.metadata->>'deerflow_checkpoint_channel_mode',
+       c.metadata->'counters_since_delta_snapshot'->'messages',
+       c.checkpoint->'channel_values'->'messages',
+       c.checkpoint->'channel_versions'->>'messages',
+       octet_length(c.checkpoint::text), octet_length(c.metadata::text),
+       b.type, octet_length(b.blob), substring(b.blob from 1 for {head}), b.thread_id IS NOT NULL
+FROM {checkpoints} c
+LEFT JOIN {blobs} b
+  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages'
+ AND b.version = c.checkpoint->'channel_versions'->>'messages'
+{where}
+ORDER BY c.thread_id COLLATE "C", c.checkpoint_ns COLLATE "C", c.checkpoint_id COLLATE "C"
+"""
+_WRITES_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob
+FROM {writes} {where}
+ORDER BY thread_id COLLATE "C", checkpoint_ns COLLATE "C", checkpoint_id COLLATE "C", task_id, idx
+"""
+# Every blob except message snapshots (those stay on the server; their heads are read above).
+_BLOBS_SQL = """
+SELECT thread_id, checkpoint_ns, channel, version, type, blob
+FROM {blobs}
+WHERE NOT (channel = 'messages' AND blob IS NOT NULL
+           AND (get_byte(blob, 0) BETWEEN 212 AND 216 AND get_byte(blob, 1) = 7
+                OR get_byte(blob, 0) = 199 AND octet_length(blob) > 2 AND get_byte(blob, 2) = 7
+                OR get_byte(blob, 0) = 200 AND octet_length(blob) > 3 AND get_byte(blob, 3) = 7
+                OR get_byte(blob, 0) = 201 AND octet_length(blob) > 5 AND get_byte(blob, 5) = 7))
+{and_where}
+ORDER BY thread_id COLLATE "C", checkpoint_ns COLLATE "C", channel COLLATE "C", version COLLATE "C"
+"""
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _connect(target: PostgresTarget) -> Any:
+    import psycopg
+
+    options = f"-c default_transaction_read_only=on -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+    try:
+        connection = psycopg.connect(target.conninfo, options=options, autocommit=False, connect_timeout=15)
+    except Exception as exc:  # psycopg raises many kinds; the message may echo the DSN
+        raise StoreError(f"cannot connect to {target.describe()}: {redact(str(exc)).strip()}") from None
+    # Belt and braces over the session default: every transaction begins READ ONLY.
+    connection.read_only = True
+    return connection
+
+
+def _table_names(connection: Any, schema: str) -> dict[str, Any]:
+    from psycopg import sql
+
+    found: dict[str, Any] = {}
+    with connection.cursor() as cursor:
+        for table in TABLES:
+            qualified = f"{schema}.{table}" if schema else table
+            cursor.execute("SELECT to_regclass(%s)", (qualified,))
+            row = cursor.fetchone()
+            if row is None or row[0] is None:
+                where = f"schema {schema}" if schema else "the search path"
+                raise StoreError(f"no {table} table in {where}: not a LangGraph Postgres checkpoint database")
+            found[table] = sql.Identifier(schema, table) if schema else sql.Identifier(table)
+    return found
+
+
+def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> None:
+    blob_type, blob_length, head, blob_exists = blob
+    head = bytes(head) if head is not None else b""
+    has_marker = marker is True
+    if has_marker:
+        record.messages = MessagesShape.DANGLING_MARKER
+        if blob_exists and head_is_snapshot(head):
+            record.messages = MessagesShape.SNAPSHOT
+            record.seed_empty = head_is_empty_snapshot(head)
+            record.snapshot_bytes = blob_length or 0
+        elif blob_exists and blob_length:
+            record.messages = MessagesShape.MARKER_WITHOUT_SNAPSHOT
+        return
+    if marker is not None:
+        record.messages = MessagesShape.OTHER
+        return
+    if not blob_exists or not blob_length or blob_type == "empty":
+        record.messages = MessagesShape.ABSENT
+    elif blob_type == "msgpack" and head_is_snapshot(head):
+        record.messages = MessagesShape.SNAPSHOT_AT_VERSION
+    elif blob_type == "msgpack" and head_is_list(head):
+        record.messages = MessagesShape.LIST
+        record.seed_empty = head[:1] == b"\x90"
+    else:
+        record.messages = MessagesShape.OTHER
+
+
+def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
+    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, source, step, mode, counters,
+     marker, version, checkpoint_len, metadata_len, *blob) = row  # fmt: skip
+    updates = supersteps = None
+    if isinstance(counters, list) and len(counters) >= 2:
+        updates, supersteps = _as_int(counters[0]), _as_int(counters[1])
+    record = CheckpointRecord(
+        thread_id=thread_id,
+        checkpoint_ns=ns or "",
+        checkpoint_id=checkpoint_id,
+        parent_id=parent_id,
+        step=_as_int(step),
+        source=source,
+        mode_marker=mode,
+        updates=updates,
+        supersteps=supersteps,
+        messages=MessagesShape.ABSENT,
+        messages_version=version,
+        checkpoint_bytes=checkpoint_len or 0,
+        metadata_bytes=metadata_len or 0,
+    )
+    if not metadata_is_object:
+        record.problems.append(Problem("CK104", "metadata is not a JSON object"))
+    _classify(record, marker, tuple(blob))
+    return record
+
+
+class PostgresCheckpointReader:
+    """Streams lineages from a Postgres database through server-side cursors in one read-only transaction."""
+
+    def __init__(self, target: PostgresTarget) -> None:
+        self.target = target
+
+    def lineages(self, thread_id: str | None = None) -> Iterator[Lineage]:
+        import psycopg
+
+        connection = _connect(self.target)
+        try:
+            tables = _table_names(connection, self.target.schema)
+            yield from self._stream(connection, tables, thread_id)
+            connection.rollback()
+        except psycopg.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
+        finally:
+            connection.close()
+
+    def _cursor(self, connection: Any, name: str, query: Any, parameters: tuple[Any, ...]) -> Iterator[Any]:
+        cursor = connection.cursor(name=name)
+        cursor.itersize = FETCH_ROWS
+        cursor.execute(query, parameters)
+        return iter(cursor)
+
+    def _stream(self, connection: Any, tables: dict[str, Any], thread_id: str | None) -> Iterator[Lineage]:
+        from psycopg import sql
+
+        filter_sql = sql.SQL("WHERE c.thread_id = %s") if thread_id is not None else sql.SQL("")
+        plain_filter = sql.SQL("WHERE thread_id = %s") if thread_id is not None else sql.SQL("")
+        and_filter = sql.SQL("AND thread_id = %s") if thread_id is not None else sql.SQL("")
+        parameters: tuple[Any, ...] = (thread_id,) if thread_id is not None else ()
+        checkpoints = self._cursor(
+            connection,
+            "ckpt_checkpoints",
+            sql.SQL(_CHECKPOINTS_SQL).format(
+                head=sql.Literal(HEAD_BYTES),
+                checkpoints=tables["checkpoints"],
+                blobs=tables["checkpoint_blobs"],
+                where=filter_sql,
+            ),
+            parameters,
+        )
+        writes = self._cursor(
+            connection,
+            "ckpt_writes",
+            sql.SQL(_WRITES_SQL).format(writes=tables["checkpoint_writes"], where=plain_filter),
+            parameters,
+        )
+        blobs = self._cursor(
+            connection,
+            "ckpt_blobs",
+            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], and_where=and_filter),
+            parameters,
+        )
+        pending_write = next(writes, None)
+        pending_blob = next(blobs, None)
+        key: tuple[str, str] | None = None
+        records: list[CheckpointRecord] = []
+        for row in checkpoints:
+            row_key = (row[0], row[1] or "")
+            if row_key != key:
+                if key is not None:
+                    pending_write = _attach_writes(records, key, writes, pending_write)
+                    pending_blob = _attach_blobs(records, key, blobs, pending_blob)
+                    yield Lineage(key[0], key[1], records)
+                key, records = row_key, []
+            records.append(_record_from_row(row))
+        if key is not None:
+            _attach_writes(records, key, writes, pending_write)
+            _attach_blobs(records, key, blobs, pending_blob)
+            yield Lineage(key[0], key[1], records)
+
+
+def _attach_writes(records: list[CheckpointRecord], key: tuple[str, str], writes: Iterator[Any], pending: Any) -> Any:
+    summaries: dict[str, WriteSummary] = {}
+    while pending is not None:
+        write_key = (pending[0], pending[1] or "")
+        if write_key > key:
+            break
+        if write_key == key:
+            _, _, checkpoint_id, task_id, channel, kind, data = pending
+            summary = summaries.setdefault(checkpoint_id, WriteSummary())
+            add_write(summary, str(task_id), str(channel), kind, bytes(data) if data is not None else None)
+        pending = next(writes, None)
+    for record in records:
+        found = summaries.get(record.checkpoint_id)
+        if found is not None:
+            found.apply_to(record)
+    return pending
+
+
+def _attach_blobs(records: list[CheckpointRecord], key: tuple[str, str], blobs: Iterator[Any], pending: Any) -> Any:
+    """Check non-snapshot blobs inertly; problems and sizes go to the checkpoint that created each version."""
+    creators: dict[str, CheckpointRecord] = {}
+    for record in records:
+        if record.messages_version is not None:
+            creators.setdefault(record.messages_version, record)
+    first = records[0] if records else None
+    while pending is not None:
+        blob_key = (pending[0], pending[1] or "")
+        if blob_key > key:
+            break
+        if blob_key == key and first is not None:
+            _, _, channel, version, kind, data = pending
+            owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
+            owner.other_blob_bytes += len(data) if data is not None else 0
+            check_typed_bytes(
+                kind,
+                bytes(data) if data is not None else None,
+                f"blob of channel {channel!r} at version {version}",
+                owner.problems,
+            )
+        pending = next(blobs, None)
+    return pending

@@ -1,0 +1,88 @@
+"""Plain typed values the store hands to analysis: one record per checkpoint, grouped per lineage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+DELTA_MODE = "delta"
+
+
+class Backend(StrEnum):
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+
+
+class MessagesShape(StrEnum):
+    """What a checkpoint physically stores for the `messages` channel."""
+
+    ABSENT = "absent"  # no value here: a delta non-snapshot step, or nothing written yet
+    SNAPSHOT = "snapshot"  # a _DeltaSnapshot (SQLite: ext 7 inline; Postgres: marker + ext 7 blob)
+    LIST = "list"  # a plain message list (full mode, a migration seed, or a stuffed list)
+    # Postgres only: no marker, but the blob at this checkpoint's version is an earlier step's snapshot.
+    SNAPSHOT_AT_VERSION = "snapshot_at_version"
+    DANGLING_MARKER = "dangling_marker"  # Postgres: marker true, no blob at the version
+    MARKER_WITHOUT_SNAPSHOT = "marker_without_snapshot"  # Postgres: marker true, blob is not a snapshot
+    OTHER = "other"  # any other value
+    UNDECODABLE = "undecodable"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something found while reading one checkpoint, to become a finding in analysis."""
+
+    rule: str
+    detail: str
+
+
+@dataclass(slots=True)
+class CheckpointRecord:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    step: int | None
+    source: str | None
+    # DeerFlow's marker, metadata["deerflow_checkpoint_channel_mode"] (absence means full).
+    mode_marker: str | None
+    # counters_since_delta_snapshot["messages"] = [updates, supersteps]; None when absent.
+    updates: int | None
+    supersteps: int | None
+    messages: MessagesShape
+    # channel_versions["messages"]: equal to the parent's when this step stored nothing new.
+    messages_version: str | None
+    # The stored snapshot or list holds no message at all.
+    seed_empty: bool = False
+    # Writes stored under this checkpoint (they produce its children).
+    message_write_rows: int = 0
+    message_write_tasks: int = 0
+    message_write_bytes: int = 0
+    other_write_rows: int = 0
+    other_write_bytes: int = 0
+    overwrite_written: bool = False
+    removal_written: bool = False
+    # Stored sizes, counted as DeerFlow's benchmark does (lengths of the stored columns).
+    checkpoint_bytes: int = 0
+    metadata_bytes: int = 0
+    snapshot_bytes: int = 0
+    other_blob_bytes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def uses_delta(self) -> bool:
+        """DeerFlow's checkpoint_metadata_uses_delta: the marker, or a messages counter."""
+        return self.mode_marker == DELTA_MODE or self.updates is not None or self.supersteps is not None
+
+    @property
+    def wrote_messages_below(self) -> bool:
+        """True when a messages write is stored under this checkpoint (its child applied it)."""
+        return self.message_write_rows > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Every checkpoint of one (thread_id, checkpoint_ns), in checkpoint_id order."""
+
+    thread_id: str
+    checkpoint_ns: str
+    records: list[CheckpointRecord]

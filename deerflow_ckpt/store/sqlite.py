@@ -1,0 +1,229 @@
+"""Read a LangGraph SQLite checkpoint database read-only, one thread at a time.
+
+Never through SqliteSaver: its first call runs setup(), which switches the journal to WAL and creates
+tables. The connection is a `mode=ro` URI built from the resolved path, inside one read transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store.peek import (
+    EXT_DELTA_SNAPSHOT,
+    ExtValue,
+    InertDecoder,
+    UndecodableError,
+)
+from deerflow_ckpt.store.records import (
+    CheckpointRecord,
+    Lineage,
+    MessagesShape,
+    Problem,
+)
+from deerflow_ckpt.store.source import SqliteTarget
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+_WAL_VERSION_BYTES = slice(18, 20)  # file format read/write versions: 2 means WAL
+
+# Metadata is a JSON BLOB: CAST before json_extract (SQLite >= 3.45 reads a BLOB argument as JSONB),
+# and guard with json_valid so one bad row cannot fail the whole query.
+_CHECKPOINTS_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+       length(checkpoint), length(metadata), valid,
+       CASE WHEN valid THEN json_extract(m, '$.source') END,
+       CASE WHEN valid THEN json_extract(m, '$.step') END,
+       CASE WHEN valid THEN json_extract(m, '$.deerflow_checkpoint_channel_mode') END,
+       CASE WHEN valid THEN json_extract(m, '$.counters_since_delta_snapshot.messages[0]') END,
+       CASE WHEN valid THEN json_extract(m, '$.counters_since_delta_snapshot.messages[1]') END
+FROM (SELECT *, CAST(metadata AS TEXT) AS m, json_valid(CAST(metadata AS TEXT)) AS valid FROM checkpoints {where})
+ORDER BY thread_id, checkpoint_ns, checkpoint_id
+"""
+_WRITES_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, value
+FROM writes {where}
+ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+"""
+
+
+def _is_wal(path: Path) -> bool:
+    with path.open("rb") as stream:
+        header = stream.read(100)
+    if not header.startswith(SQLITE_HEADER):
+        raise StoreError(f"{path} is not a SQLite database")
+    return header[_WAL_VERSION_BYTES] == b"\x02\x02"
+
+
+def _check_openable(path: Path) -> None:
+    """Fail early, with the way out, where SQLite itself would only say "readonly database"."""
+    if not path.is_file():
+        raise StoreError(f"no SQLite database at {path}")
+    try:
+        wal = _is_wal(path)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+    shm = path.with_name(path.name + "-shm")
+    if wal and not shm.exists() and not os.access(path.parent, os.W_OK):
+        raise StoreError(
+            f"{path} is a WAL database without its -shm file, in a directory you cannot write: SQLite cannot "
+            "open it read-only there. Copy the database together with its -wal and -shm files and scan the "
+            "copy, or pass --immutable for a copy that nobody writes to"
+        )
+
+
+def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
+    """A read-only connection: `mode=ro` (or the explicit immutable opt-in) on the resolved path."""
+    path = target.path.expanduser().resolve()
+    _check_openable(path)
+    # as_uri() percent-encodes '?' and '#', which a hand-built "file:" string would misread.
+    uri = path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
+    try:
+        connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA query_only = 1")
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {path} read-only: {exc}") from exc
+    missing = {"checkpoints", "writes"} - tables
+    if missing:
+        connection.close()
+        raise StoreError(f"{path} is not a LangGraph checkpoint database (no {', '.join(sorted(missing))} table)")
+    return connection
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _classify_checkpoint(record: CheckpointRecord, kind: str | None, data: bytes | None) -> None:
+    """Fill in the messages shape, version and snapshot size from the checkpoint bytes."""
+    where = "checkpoint"
+    if kind == "msgpack" and data is not None:
+        decoder = InertDecoder()
+        try:
+            value = decoder.decode(bytes(data))
+        except UndecodableError as exc:
+            record.messages = MessagesShape.UNDECODABLE
+            record.problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
+            return
+        for named in decoder.untrusted_types():
+            record.problems.append(
+                Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+            )
+    else:
+        value = check_typed_bytes(kind, data, where, record.problems)
+        if value is None:
+            record.messages = MessagesShape.UNDECODABLE
+            return
+    if not isinstance(value, dict) or not isinstance(value.get("channel_values", {}), dict):
+        record.messages = MessagesShape.UNDECODABLE
+        record.problems.append(Problem("CK104", f"{where} is not a LangGraph checkpoint mapping"))
+        return
+    versions = value.get("channel_versions")
+    version = versions.get(MESSAGES_CHANNEL) if isinstance(versions, dict) else None
+    record.messages_version = None if version is None else str(version)
+    messages = value.get("channel_values", {}).get(MESSAGES_CHANNEL, _ABSENT)
+    if messages is _ABSENT:
+        record.messages = MessagesShape.ABSENT
+    elif isinstance(messages, ExtValue) and messages.code == EXT_DELTA_SNAPSHOT:
+        record.messages = MessagesShape.SNAPSHOT
+        record.seed_empty = isinstance(messages.payload, list) and not messages.payload
+        record.snapshot_bytes = messages.size
+    elif isinstance(messages, list):
+        record.messages = MessagesShape.LIST
+        record.seed_empty = not messages
+    else:
+        record.messages = MessagesShape.OTHER
+
+
+_ABSENT = object()
+
+
+def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
+    (thread_id, ns, checkpoint_id, parent_id, kind, data, checkpoint_len, metadata_len, valid,
+     source, step, mode, updates, supersteps) = row  # fmt: skip
+    record = CheckpointRecord(
+        thread_id=thread_id,
+        checkpoint_ns=ns or "",
+        checkpoint_id=checkpoint_id,
+        parent_id=parent_id,
+        step=_as_int(step),
+        source=source if isinstance(source, str) else None,
+        mode_marker=mode if isinstance(mode, str) else None,
+        updates=_as_int(updates),
+        supersteps=_as_int(supersteps),
+        messages=MessagesShape.ABSENT,
+        messages_version=None,
+        checkpoint_bytes=checkpoint_len or 0,
+        metadata_bytes=metadata_len or 0,
+    )
+    if not valid:
+        record.problems.append(Problem("CK104", "metadata is not valid JSON text"))
+    _classify_checkpoint(record, kind, data)
+    return record
+
+
+class SqliteCheckpointReader:
+    """Streams lineages from one SQLite file; memory holds one thread at a time."""
+
+    def __init__(self, target: SqliteTarget) -> None:
+        self.target = target
+
+    def lineages(self, thread_id: str | None = None) -> Iterator[Lineage]:
+        connection = connect_readonly(self.target)
+        try:
+            # One read transaction: a consistent snapshot while a live writer carries on.
+            connection.execute("BEGIN")
+            yield from self._stream(connection, thread_id)
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
+        finally:
+            connection.close()
+
+    def _stream(self, connection: sqlite3.Connection, thread_id: str | None) -> Iterator[Lineage]:
+        where, parameters = ("WHERE thread_id = ?", (thread_id,)) if thread_id is not None else ("", ())
+        checkpoints = connection.execute(_CHECKPOINTS_SQL.format(where=where), parameters)
+        writes = connection.execute(_WRITES_SQL.format(where=where), parameters)
+        pending_write: tuple[Any, ...] | None = next(writes, None)
+        current_key: tuple[str, str] | None = None
+        records: list[CheckpointRecord] = []
+        for row in checkpoints:
+            key = (row[0], row[1] or "")
+            if key != current_key:
+                if current_key is not None:
+                    pending_write = _attach_writes(records, current_key, writes, pending_write)
+                    yield Lineage(current_key[0], current_key[1], records)
+                current_key, records = key, []
+            records.append(_record_from_row(row))
+        if current_key is not None:
+            _attach_writes(records, current_key, writes, pending_write)
+            yield Lineage(current_key[0], current_key[1], records)
+
+
+def _attach_writes(
+    records: list[CheckpointRecord],
+    key: tuple[str, str],
+    writes: Iterator[tuple[Any, ...]],
+    pending: tuple[Any, ...] | None,
+) -> tuple[Any, ...] | None:
+    """Consume the write rows of lineage `key` (both streams share one order) into its records."""
+    summaries: dict[str, WriteSummary] = {}
+    while pending is not None:
+        write_key = (pending[0], pending[1] or "")
+        if write_key > key:
+            break
+        if write_key == key:
+            _, _, checkpoint_id, task_id, channel, kind, value = pending
+            summary = summaries.setdefault(checkpoint_id, WriteSummary())
+            add_write(summary, str(task_id), str(channel), kind, value)
+        pending = next(writes, None)
+    for record in records:
+        found = summaries.get(record.checkpoint_id)
+        if found is not None:
+            found.apply_to(record)
+    return pending

@@ -1,0 +1,98 @@
+"""Per-checkpoint summaries of pending-write rows, shared by the SQLite and Postgres readers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from deerflow_ckpt.store.peek import (
+    OVERWRITE_TYPE,
+    REMOVE_MESSAGE_TYPE,
+    ExtValue,
+    InertDecoder,
+    UndecodableError,
+)
+from deerflow_ckpt.store.records import CheckpointRecord, Problem
+
+MESSAGES_CHANNEL = "messages"
+# Serializer type tags that carry no code: JsonPlusSerializer.dumps_typed's inert outputs.
+INERT_TYPES = frozenset({"null", "bytes", "bytearray", "empty"})
+
+
+@dataclass(slots=True)
+class WriteSummary:
+    message_rows: int = 0
+    message_tasks: set[str] = field(default_factory=set)
+    message_bytes: int = 0
+    other_rows: int = 0
+    other_bytes: int = 0
+    overwrite: bool = False
+    removal: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+    def apply_to(self, record: CheckpointRecord) -> None:
+        record.message_write_rows = self.message_rows
+        record.message_write_tasks = len(self.message_tasks)
+        record.message_write_bytes = self.message_bytes
+        record.other_write_rows = self.other_rows
+        record.other_write_bytes = self.other_bytes
+        record.overwrite_written = self.overwrite
+        record.removal_written = self.removal
+        record.problems.extend(self.problems)
+
+
+def _names(value: Any, target: tuple[str, str]) -> bool:
+    """True when `value` is, or is a list holding, an ext naming `target`."""
+    if isinstance(value, ExtValue):
+        return (value.module, value.name) == target
+    if isinstance(value, list):
+        return any(isinstance(item, ExtValue) and (item.module, item.name) == target for item in value)
+    return False
+
+
+def check_typed_bytes(kind: str | None, data: bytes | None, where: str, problems: list[Problem]) -> Any:
+    """Inertly decode one serialized value, recording pickle, foreign types and garbage as problems."""
+    if kind == "pickle":
+        problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
+        return None
+    if kind in INERT_TYPES or data is None:
+        return None
+    if kind == "json":
+        import json
+
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            problems.append(Problem("CK104", f"{where} is not valid JSON ({exc})"))
+            return None
+    if kind != "msgpack":
+        problems.append(Problem("CK104", f"{where} has unknown serializer type {kind!r}"))
+        return None
+    decoder = InertDecoder()
+    try:
+        value = decoder.decode(bytes(data))
+    except UndecodableError as exc:
+        problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
+        return None
+    for named in decoder.untrusted_types():
+        problems.append(
+            Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+        )
+    return value
+
+
+def add_write(summary: WriteSummary, task_id: str, channel: str, kind: str | None, data: bytes | None) -> None:
+    """Fold one write row into its checkpoint's summary."""
+    size = len(data) if data is not None else 0
+    value = check_typed_bytes(kind, data, f"write {channel!r} of task {task_id}", summary.problems)
+    if channel != MESSAGES_CHANNEL:
+        summary.other_rows += 1
+        summary.other_bytes += size
+        return
+    summary.message_rows += 1
+    summary.message_tasks.add(task_id)
+    summary.message_bytes += size
+    if _names(value, OVERWRITE_TYPE):
+        summary.overwrite = True
+    if _names(value, REMOVE_MESSAGE_TYPE):
+        summary.removal = True
