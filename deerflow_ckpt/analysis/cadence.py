@@ -117,6 +117,12 @@ def classify_trigger(graph: LineageGraph, record: CheckpointRecord, superstep_bo
     return Trigger.UNEXPLAINED
 
 
+def _observed_superstep_bound(graph: LineageGraph) -> int | None:
+    """The bound the writers must have had at least: no non-snapshot checkpoint reached it."""
+    top = max((r.supersteps for r in graph.records if r.supersteps is not None), default=None)
+    return None if top is None else top + 1
+
+
 def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTEP_BOUND) -> CadenceProfile:
     depth = replay_depths(graph)
     snapshots: list[SnapshotEvent] = []
@@ -132,6 +138,7 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
             snapshots.append(SnapshotEvent(record, trigger, counter_interval, chain_interval))
         elif record.updates is not None and (lower is None or record.updates + 1 > lower):
             lower, lower_at = record.updates + 1, record
+    snapshots = _explain_by_observed_bound(graph, snapshots, lower)
     upper: int | None = None
     upper_at: CheckpointRecord | None = None
     for event in snapshots:
@@ -145,3 +152,29 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
         replay_depth=depth,
         open_tail=head.updates or 0,
     )
+
+
+def _explain_by_observed_bound(
+    graph: LineageGraph, snapshots: list[SnapshotEvent], lower: int | None
+) -> list[SnapshotEvent]:
+    """Snapshots taken whenever supersteps hit one level, some of them too early for any cadence.
+
+    A writer started with a small LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT snapshots at that bound
+    whatever its updates counter says: several snapshots at the highest supersteps level, at least one
+    closing fewer writes than the counters allow a cadence to. One snapshot alone proves nothing.
+    """
+    bound = _observed_superstep_bound(graph)
+    if bound is None or lower is None:
+        return snapshots
+
+    def at_bound(event: SnapshotEvent) -> bool:
+        parent = graph.parent(event.record)
+        return event.trigger is Trigger.CADENCE and parent is not None and (parent.supersteps or 0) + 1 == bound
+
+    level = [event for event in snapshots if at_bound(event)]
+    if len(level) < 2 or not any(event.counter_interval < lower for event in level):
+        return snapshots
+    return [
+        SnapshotEvent(e.record, Trigger.SUPERSTEP_BOUND, e.counter_interval, e.chain_interval) if at_bound(e) else e
+        for e in snapshots
+    ]

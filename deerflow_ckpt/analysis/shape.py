@@ -148,7 +148,7 @@ class _LineageChecker:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
             elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT:
                 self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
-            if graph.is_delta(record) and graph.stores_list_here(record):
+            if record.metadata_ok and graph.is_delta(record) and graph.stores_list_here(record):
                 self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
             if graph.is_snapshot_step(record) and record.seed_empty and self._had_messages_unremoved(record):
                 self.add(
@@ -198,6 +198,8 @@ class _LineageChecker:
             parent = graph.parent(record)
             stripped = (
                 parent is not None
+                and record.readable
+                and parent.metadata_ok
                 and graph.is_delta(record)
                 and record.updates is None
                 and record.supersteps is None
@@ -228,71 +230,69 @@ class _LineageChecker:
         bounds = self.profile.bounds
         if bounds.contradictory:
             assert bounds.lower_at is not None and bounds.upper_at is not None
+            cadence_events = [e for e in self.profile.snapshots if not e.trigger.forced]
+            # Point at the longest interval: where a smaller-K writer took over from a larger-K one.
+            longest = max(cadence_events, key=lambda e: (e.counter_interval, e.record.checkpoint_id))
             self.add(
                 "CK202",
-                bounds.upper_at,
-                f"mixed writers: the counters need K >= {bounds.lower} (at {_step(bounds.lower_at)}), but a "
-                f"cadence snapshot at {_step(bounds.upper_at)} closed after {bounds.upper} writes",
+                longest.record,
+                f"mixed writers: a snapshot at {_step(longest.record)} closed {longest.counter_interval} writes, "
+                f"another at {_step(bounds.upper_at)} closed {bounds.upper}; the counters need K >= "
+                f"{bounds.lower} (at {_step(bounds.lower_at)})",
             )
 
     def check_pruned_writes(self) -> None:
         """CK304: the counters record more message writes than the chain back to the last snapshot holds."""
         graph = self.graph
-        deficit: dict[str, int] = {}
+        # Message-writing tasks on the chain since the counters last reset; None where that is unknown.
+        since_reset: dict[str, int | None] = {}
+        broken = self.broken_links | self.severed_roots
+        short: list[tuple[CheckpointRecord, int]] = []
         for record in graph.records:
-            if record.updates is None or not graph.is_delta(record):
-                continue
-            found, reached = self._writes_since_reset(record)
-            if not reached:
-                continue
-            missing = record.updates - found
             parent = graph.parent(record)
-            previous = deficit.get(parent.checkpoint_id, 0) if parent is not None else 0
-            deficit[record.checkpoint_id] = missing
-            if missing > max(previous, 0):
-                self.add(
-                    "CK304",
-                    record,
-                    f"counters at {_step(record)} record {record.updates} message writes since the last "
-                    f"snapshot, but only {found} are stored on the chain",
-                )
-
-    def _writes_since_reset(self, record: CheckpointRecord) -> tuple[int, bool]:
-        """Message-writing tasks on the chain back to where the counters last reset.
-
-        The second value is False when the chain breaks first (reported by CK301-CK303 instead).
-        """
-        graph = self.graph
-        found = 0
-        current = record
-        seen: set[str] = set()
-        while True:
-            seen.add(current.checkpoint_id)
-            parent = graph.parent(current)
-            if current.checkpoint_id in self.broken_links or current.checkpoint_id in self.severed_roots:
-                return found, False
+            if record.checkpoint_id in broken or not record.readable:
+                since_reset[record.checkpoint_id] = None
+                continue
             if parent is None:
-                return found, current.parent_id is None
-            found += parent.message_write_tasks
-            reset = graph.is_snapshot_step(parent) or not graph.is_delta(parent) or parent.updates is None
-            if reset or parent.checkpoint_id in seen:
-                return found, parent.checkpoint_id not in seen
-            current = parent
+                since_reset[record.checkpoint_id] = 0
+                continue
+            resets = graph.is_snapshot_step(parent) or not graph.is_delta(parent) or parent.updates is None
+            below = 0 if resets and parent.readable else since_reset.get(parent.checkpoint_id)
+            found = None if below is None else below + parent.message_write_tasks
+            since_reset[record.checkpoint_id] = found
+            if found is not None and record.updates is not None and graph.is_delta(record) and record.updates > found:
+                short.append((record, found))
+        if short:
+            first, (last, found) = short[0][0], short[-1]
+            assert last.updates is not None
+            self.add(
+                "CK304",
+                last,
+                f"counters at {_step(last)} record {last.updates} message writes since the last snapshot, but "
+                f"only {found} are stored on the chain (first short at {_step(first)})",
+            )
 
     def check_forks(self) -> None:
-        """CK305: a delta checkpoint with more than one child."""
+        """CK305: a delta checkpoint continued by more than one child; reported at each later branch."""
         graph = self.graph
         for record in graph.records:
-            children = graph.children.get(record.checkpoint_id, [])
-            if len(children) > 1 and (graph.is_delta(record) or any(graph.is_delta(c) for c in children)):
-                self.add("CK305", record, f"fork at {_step(record)}: {len(children)} children continue from it")
+            children = [
+                c for c in graph.children.get(record.checkpoint_id, []) if c.checkpoint_id not in self.broken_links
+            ]
+            if len(children) < 2 or not (graph.is_delta(record) or any(graph.is_delta(c) for c in children)):
+                continue
+            for branch in sorted(children, key=lambda c: c.checkpoint_id)[1:]:
+                self.add(
+                    "CK305", branch, f"branch at {_step(branch)} forks from {_step(record)} ({record.checkpoint_id})"
+                )
 
     def check_mode_changes(self) -> None:
         """CK401: a full-mode checkpoint whose parent is a delta checkpoint."""
         graph = self.graph
         for record in graph.records:
             parent = graph.parent(record)
-            if parent is not None and graph.is_delta(parent) and not graph.is_delta(record):
+            known = record.readable and parent is not None and parent.metadata_ok
+            if known and parent is not None and graph.is_delta(parent) and not graph.is_delta(record):
                 self.add(
                     "CK401",
                     record,

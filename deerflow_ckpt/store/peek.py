@@ -81,9 +81,11 @@ class ExtValue:
     module: str | None
     name: str | None
     method: str | None
-    # For a snapshot: the inertly decoded list; for other exts: the decoded arguments.
+    # Snapshots only: the inertly decoded list when decoding deeply, else None.
     payload: Any
     size: int
+    # Snapshots only: the payload is an empty msgpack array.
+    empty: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,24 +113,35 @@ class NamedType:
 
 
 class InertDecoder:
-    """Decodes msgpack with an ext hook that records type names and never imports anything."""
+    """Decodes msgpack with an ext hook that records type names and never imports anything.
 
-    __slots__ = ("_depth", "named_types")
+    Snapshot payloads are the largest values in a database and repeat earlier writes; they are only
+    walked for foreign types when `deep` is set.
+    """
 
-    def __init__(self) -> None:
-        self.named_types: set[NamedType] = set()
+    __slots__ = ("_depth", "_trusted", "deep", "untrusted")
+
+    def __init__(self, deep: bool = True) -> None:
+        self.deep = deep
+        self.untrusted: list[NamedType] = []
+        self._trusted: set[tuple[int, str | None, str | None, str | None]] = set()
         self._depth = 0
 
     def decode(self, data: bytes) -> Any:
+        """Decode one value; `untrusted` then lists the foreign types it names (reset on each call)."""
+        self.untrusted = []
+        self._depth = 0
         try:
             return ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
         except (ValueError, TypeError, RecursionError) as exc:
             raise UndecodableError(str(exc) or type(exc).__name__) from None
 
     def untrusted_types(self) -> list[NamedType]:
-        return sorted((t for t in self.named_types if not t.trusted), key=NamedType.describe)
+        return sorted(set(self.untrusted), key=NamedType.describe)
 
     def _hook(self, code: int, data: bytes) -> ExtValue:
+        if code == EXT_DELTA_SNAPSHOT and not self.deep:
+            return ExtValue(code, None, None, None, None, len(data), data == b"\x90")
         if self._depth >= MAX_EXT_DEPTH:
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
@@ -137,15 +150,21 @@ class InertDecoder:
         finally:
             self._depth -= 1
         if code == EXT_DELTA_SNAPSHOT:
-            return ExtValue(code, None, None, None, payload, len(data))
+            return ExtValue(code, None, None, None, payload, len(data), data == b"\x90")
         module = name = method = None
         if code in _NAMED_TYPE_CODES and isinstance(payload, (list, tuple)) and len(payload) >= 2:
             module = payload[0] if isinstance(payload[0], str) else None
             name = payload[1] if isinstance(payload[1], str) else None
             if code == EXT_METHOD_SINGLE_ARG and len(payload) >= 4 and isinstance(payload[3], str):
                 method = payload[3]
-        self.named_types.add(NamedType(code, module, name, method))
-        return ExtValue(code, module, name, method, payload, len(data))
+        key = (code, module, name, method)
+        if key not in self._trusted:
+            named = NamedType(code, module, name, method)
+            if named.trusted:
+                self._trusted.add(key)
+            else:
+                self.untrusted.append(named)
+        return ExtValue(code, module, name, method, None, len(data))
 
 
 def is_snapshot(value: object) -> bool:

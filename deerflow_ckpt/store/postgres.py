@@ -141,6 +141,7 @@ def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
         metadata_bytes=metadata_len or 0,
     )
     if not metadata_is_object:
+        record.metadata_ok = False
         record.problems.append(Problem("CK104", "metadata is not a JSON object"))
     _classify(record, marker, tuple(blob))
     return record

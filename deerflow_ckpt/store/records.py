@@ -67,6 +67,13 @@ class CheckpointRecord:
     snapshot_bytes: int = 0
     other_blob_bytes: int = 0
     problems: list[Problem] = field(default_factory=list)
+    # False when the metadata could not be read: mode and counters are then unknown, not absent.
+    metadata_ok: bool = True
+
+    @property
+    def readable(self) -> bool:
+        """Both metadata and checkpoint were decoded, so shape rules can judge this checkpoint."""
+        return self.metadata_ok and self.messages is not MessagesShape.UNDECODABLE
 
     @property
     def uses_delta(self) -> bool:

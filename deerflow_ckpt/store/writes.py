@@ -50,7 +50,9 @@ def _names(value: Any, target: tuple[str, str]) -> bool:
     return False
 
 
-def check_typed_bytes(kind: str | None, data: bytes | None, where: str, problems: list[Problem]) -> Any:
+def check_typed_bytes(
+    kind: str | None, data: bytes | None, where: str, problems: list[Problem], decoder: InertDecoder | None = None
+) -> Any:
     """Inertly decode one serialized value, recording pickle, foreign types and garbage as problems."""
     if kind == "pickle":
         problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
@@ -68,7 +70,7 @@ def check_typed_bytes(kind: str | None, data: bytes | None, where: str, problems
     if kind != "msgpack":
         problems.append(Problem("CK104", f"{where} has unknown serializer type {kind!r}"))
         return None
-    decoder = InertDecoder()
+    decoder = decoder or InertDecoder()
     try:
         value = decoder.decode(bytes(data))
     except UndecodableError as exc:
@@ -81,10 +83,17 @@ def check_typed_bytes(kind: str | None, data: bytes | None, where: str, problems
     return value
 
 
-def add_write(summary: WriteSummary, task_id: str, channel: str, kind: str | None, data: bytes | None) -> None:
+def add_write(
+    summary: WriteSummary,
+    task_id: str,
+    channel: str,
+    kind: str | None,
+    data: bytes | None,
+    decoder: InertDecoder | None = None,
+) -> None:
     """Fold one write row into its checkpoint's summary."""
     size = len(data) if data is not None else 0
-    value = check_typed_bytes(kind, data, f"write {channel!r} of task {task_id}", summary.problems)
+    value = check_typed_bytes(kind, data, f"write {channel!r} of task {task_id}", summary.problems, decoder)
     if channel != MESSAGES_CHANNEL:
         summary.other_rows += 1
         summary.other_bytes += size
