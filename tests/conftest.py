@@ -1,0 +1,200 @@
+"""Shared fixtures: databases built once by real graphs, and Postgres helpers.
+
+* ``built_sqlite`` / ``built_postgres`` (session): the full scenario set, built once, with its manifest.
+  ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end.
+* ``pg_database`` / ``pg_schema`` (per test): an empty database or schema of its own.
+* ``pg_readonly_role`` (per test): ``make(db) -> dsn`` for a login role that may only SELECT the
+  checkpoint tables of that database (or schema).
+
+Tests marked ``postgres`` skip when the server at ``CKPT_TEST_PG_DSN`` is unreachable, unless
+``CKPT_REQUIRE_POSTGRES=1`` (CI), where they fail loudly instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from fixtures.dbbuilder.build import build_postgres, build_sqlite
+from fixtures.dbbuilder.manifest import Manifest
+
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+
+
+def admin_dsn() -> str:
+    return os.environ.get("CKPT_TEST_PG_DSN", DEFAULT_PG_DSN)
+
+
+def postgres_required() -> bool:
+    return os.environ.get("CKPT_REQUIRE_POSTGRES", "") not in ("", "0")
+
+
+@cache
+def _postgres_problem() -> str | None:
+    """None when the server answers; otherwise why not (asked once per session)."""
+    try:
+        with psycopg.connect(admin_dsn(), connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"PostgreSQL at CKPT_TEST_PG_DSN is unreachable: {exc}".strip()
+    return None
+
+
+def require_postgres() -> None:
+    problem = _postgres_problem()
+    if problem is None:
+        return
+    if postgres_required():
+        pytest.fail(f"CKPT_REQUIRE_POSTGRES is set and {problem}", pytrace=False)
+    pytest.skip(problem)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres") is not None:
+        require_postgres()
+
+
+def dsn_for(dbname: str, base: str | None = None) -> str:
+    """The admin DSN pointed at another database (URL form stays a URL, for ``--db``)."""
+    base = base or admin_dsn()
+    if base.startswith(("postgres://", "postgresql://")):
+        parts = urlsplit(base)
+        return urlunsplit(parts._replace(path=f"/{dbname}"))
+    return psycopg.conninfo.make_conninfo(base, dbname=dbname)
+
+
+def _admin_exec(query: sql.Composable) -> None:
+    with psycopg.connect(admin_dsn(), autocommit=True) as conn:
+        conn.execute(query)
+
+
+def create_database(prefix: str = "ckpt_test") -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    _admin_exec(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return name
+
+
+def drop_database(name: str) -> None:
+    _admin_exec(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@dataclass(frozen=True)
+class BuiltDatabase:
+    """A database the builder wrote; ``db`` is what a ``--db`` option takes."""
+
+    backend: str
+    db: str  # SQLite path or Postgres DSN (unredacted)
+    schema: str | None
+    manifest: Manifest
+    dbname: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.db)
+
+
+@pytest.fixture(scope="session")
+def built_sqlite(tmp_path_factory: pytest.TempPathFactory) -> BuiltDatabase:
+    path = tmp_path_factory.mktemp("built-sqlite") / "checkpoints.db"
+    return BuiltDatabase("sqlite", str(path), None, build_sqlite(path))
+
+
+@pytest.fixture(scope="session")
+def built_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltDatabase]:
+    require_postgres()
+    name = create_database("ckpt_fixture")
+    marker = tmp_path_factory.mktemp("built-postgres") / "CK105-EXECUTED"
+    try:
+        dsn = dsn_for(name)
+        yield BuiltDatabase("postgres", dsn, None, build_postgres(dsn, marker_path=str(marker)), name)
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """DSN of a fresh, empty database, dropped after the test."""
+    require_postgres()
+    name = create_database()
+    try:
+        yield dsn_for(name)
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def _pg_scratch_database() -> Iterator[str]:
+    require_postgres()
+    name = create_database("ckpt_scratch")
+    try:
+        yield dsn_for(name)
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def pg_schema(_pg_scratch_database: str) -> Iterator[tuple[str, str]]:
+    """(dsn, schema): a fresh schema name in a scratch database; the schema is dropped after the test.
+
+    The schema is not created, so a builder or DeerFlow-style setup can create it."""
+    schema = f"s_{uuid.uuid4().hex[:12]}"
+    try:
+        yield _pg_scratch_database, schema
+    finally:
+        with psycopg.connect(_pg_scratch_database, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def grant_select_only(db_dsn: str, role: str, schema: str | None = None) -> None:
+    """Let ``role`` connect and SELECT the checkpoint tables, nothing else."""
+    target = schema or "public"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        dbname = conn.info.dbname
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(target), sql.Identifier(role)))
+        for table in CHECKPOINT_TABLES:
+            exists = conn.execute("SELECT to_regclass(%s)", (f'"{target}"."{table}"',)).fetchone()
+            if exists and exists[0] is not None:
+                conn.execute(
+                    sql.SQL("GRANT SELECT ON {}.{} TO {}").format(
+                        sql.Identifier(target), sql.Identifier(table), sql.Identifier(role)
+                    )
+                )
+
+
+@pytest.fixture
+def pg_readonly_role() -> Iterator[Callable[..., str]]:
+    """``make(db_dsn, schema=None) -> dsn`` logging in as a new SELECT-only role (dropped after)."""
+    require_postgres()
+    made: list[tuple[str, str]] = []
+
+    def make(db_dsn: str, schema: str | None = None) -> str:
+        role = f"ckpt_ro_{uuid.uuid4().hex[:12]}"
+        # Server-side trust auth: LOGIN without a password is enough on the test server.
+        _admin_exec(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE").format(sql.Identifier(role)))
+        made.append((role, db_dsn))
+        grant_select_only(db_dsn, role, schema)
+        parts = urlsplit(db_dsn)
+        if parts.scheme.startswith("postgres"):
+            netloc = f"{role}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+            return urlunsplit(parts._replace(netloc=netloc))
+        return psycopg.conninfo.make_conninfo(db_dsn, user=role, password="")
+
+    yield make
+    for role, db_dsn in made:
+        try:
+            with psycopg.connect(db_dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        except psycopg.OperationalError:
+            pass  # the database is already gone with its grants
+        _admin_exec(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
