@@ -1,0 +1,63 @@
+"""`ckpt migrate-config` must stay light: no LangGraph, no database drivers, no msgpack on its path.
+
+Checked in a fresh interpreter through sys.modules, never by timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+HEAVY = ("langgraph", "langchain_core", "psycopg", "psycopg_pool", "ormsgpack", "aiosqlite")
+
+PROBE = """
+import json, sys
+args, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+code = None
+if args:
+    sys.argv = ["ckpt", *args]
+    from deerflow_ckpt.cli.app import main
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+else:
+    import deerflow_ckpt.cli.app  # noqa: F401
+loaded = sorted(name for name in sys.modules if name.split(".")[0] in heavy)
+sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded}) + "\\n")
+"""
+
+
+def probe(*args: str, stdin: bytes = b"") -> dict[str, object]:
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
+        input=stdin,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    report = json.loads(completed.stdout.decode().strip().splitlines()[-1])
+    assert isinstance(report, dict)
+    return report
+
+
+def test_importing_the_app_imports_nothing_heavy() -> None:
+    assert probe()["loaded"] == []
+
+
+@pytest.mark.parametrize("case", ["deerflow_style", "both_differ_1000_vs_10", "refuse_yes"])
+def test_migrate_config_check_imports_nothing_heavy(case: str) -> None:
+    report = probe("migrate-config", "--check", str(CORPUS / case / "input.yaml"))
+    assert report["code"] == 1
+    assert report["loaded"] == []
+
+
+def test_migrate_config_from_stdin_imports_nothing_heavy() -> None:
+    report = probe("migrate-config", "--format", "json", "-", stdin=(CORPUS / "env_var" / "input.yaml").read_bytes())
+    assert report["code"] == 0
+    assert report["loaded"] == []
