@@ -103,13 +103,16 @@ class LineageGraph:
         return not copied
 
     def stores_list_here(self, record: CheckpointRecord) -> bool:
-        """A plain list stored by this step, at a version its parent did not have.
+        """A plain list stored by this step rather than carried over from its parent.
 
-        On Postgres a version's blob is shared by later checkpoints; on SQLite an input checkpoint or
-        a raw writer repeats its parent's list inline. Neither is a new list.
+        On Postgres a version's blob serves every later checkpoint at that version, so only a new
+        version stores anything. On SQLite each row holds its own bytes: only a copy of the parent's
+        list at the same version (an input checkpoint, a raw writer's copy) is not new.
         """
         if record.messages is not MessagesShape.LIST:
             return False
+        if self.backend is Backend.POSTGRES:
+            return not self.same_version_as_parent(record)
         parent = self.parent(record)
-        inherited = parent is not None and parent.messages is MessagesShape.LIST
-        return not (inherited and self.same_version_as_parent(record))
+        copied = parent is not None and parent.messages is MessagesShape.LIST
+        return not (copied and self.same_version_as_parent(record))

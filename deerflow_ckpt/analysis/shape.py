@@ -76,6 +76,11 @@ def _finding(code: str, record: CheckpointRecord | None, lineage: Lineage, messa
     )
 
 
+def _undecodable(record: CheckpointRecord) -> bool:
+    """CK104 already says it: a blob that cannot be decoded is not also reported as a wrong shape."""
+    return any(problem.rule == "CK104" for problem in record.problems)
+
+
 def _step(record: CheckpointRecord) -> str:
     return f"step {record.step}" if record.step is not None else "this checkpoint"
 
@@ -146,7 +151,7 @@ class _LineageChecker:
         for record in graph.records:
             if record.messages is MessagesShape.DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
-            elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT:
+            elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
                 self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
             if record.metadata_ok and graph.is_delta(record) and graph.stores_list_here(record):
                 self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")

@@ -27,6 +27,7 @@ TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 _CHECKPOINTS_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        jsonb_typeof(c.metadata) = 'object',
+       jsonb_typeof(c.checkpoint) = 'object' AND coalesce(jsonb_typeof(c.checkpoint->'channel_values'), 'object') = 'object',
        c.metadata->>'source', c.metadata->'step', c.metadata->>'deerflow_checkpoint_channel_mode',
        c.metadata->'counters_since_delta_snapshot'->'messages',
        c.checkpoint->'channel_values'->'messages',
@@ -120,8 +121,8 @@ def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> N
 
 
 def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
-    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, source, step, mode, counters,
-     marker, version, checkpoint_len, metadata_len, *blob) = row  # fmt: skip
+    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, checkpoint_is_object, source, step, mode,
+     counters, marker, version, checkpoint_len, metadata_len, *blob) = row  # fmt: skip
     updates = supersteps = None
     if isinstance(counters, list) and len(counters) >= 2:
         updates, supersteps = _as_int(counters[0]), _as_int(counters[1])
@@ -143,6 +144,10 @@ def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
     if not metadata_is_object:
         record.metadata_ok = False
         record.problems.append(Problem("CK104", "metadata is not a JSON object"))
+    if not checkpoint_is_object:
+        record.messages = MessagesShape.UNDECODABLE
+        record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint object"))
+        return record
     _classify(record, marker, tuple(blob))
     return record
 
