@@ -27,7 +27,8 @@ TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 _CHECKPOINTS_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        jsonb_typeof(c.metadata) = 'object',
-       jsonb_typeof(c.checkpoint) = 'object' AND coalesce(jsonb_typeof(c.checkpoint->'channel_values'), 'object') = 'object',
+       jsonb_typeof(c.checkpoint) = 'object'
+         AND coalesce(jsonb_typeof(c.checkpoint->'channel_values'), 'object') = 'object',
        c.metadata->>'source', c.metadata->'step', c.metadata->>'deerflow_checkpoint_channel_mode',
        c.metadata->'counters_since_delta_snapshot'->'messages',
        c.checkpoint->'channel_values'->'messages',
