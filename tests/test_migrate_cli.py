@@ -296,15 +296,16 @@ def test_locate_working_directory(cwd: Path) -> None:
     path = place(cwd / "config.yaml", "carry_basic")
     result = run("--check")
     assert result.exit_code == 1
-    assert "config.yaml" in result.stderr
-    assert f"would migrate {path}" in result.stderr or "would migrate config.yaml" in result.stderr
+    assert f"using {path} " in result.stderr
+    assert "working directory" in result.stderr
+    assert f"would migrate {path}" in result.stderr
 
 
 def test_locate_backend_config_yaml(cwd: Path) -> None:
     path = place(cwd / "backend" / "config.yaml", "carry_basic")
     result = run()
     assert result.exit_code == 0
-    assert "backend" in result.stderr
+    assert f"using {path} " in result.stderr
     assert path.read_bytes() == fixture("carry_basic", "expected")
 
 
