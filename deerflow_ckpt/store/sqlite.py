@@ -54,7 +54,7 @@ def _is_wal(path: Path) -> bool:
     return header[_WAL_VERSION_BYTES] == b"\x02\x02"
 
 
-def _check_openable(path: Path) -> None:
+def _check_openable(path: Path, immutable: bool) -> None:
     """Fail early, with the way out, where SQLite itself would only say "readonly database"."""
     if not path.is_file():
         raise StoreError(f"no SQLite database at {path}")
@@ -63,7 +63,7 @@ def _check_openable(path: Path) -> None:
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
     shm = path.with_name(path.name + "-shm")
-    if wal and not shm.exists() and not os.access(path.parent, os.W_OK):
+    if wal and not immutable and not shm.exists() and not os.access(path.parent, os.W_OK):
         raise StoreError(
             f"{path} is a WAL database without its -shm file, in a directory you cannot write: SQLite cannot "
             "open it read-only there. Copy the database together with its -wal and -shm files and scan the "
@@ -74,7 +74,7 @@ def _check_openable(path: Path) -> None:
 def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
     """A read-only connection: `mode=ro` (or the explicit immutable opt-in) on the resolved path."""
     path = target.path.expanduser().resolve()
-    _check_openable(path)
+    _check_openable(path, target.immutable)
     # as_uri() percent-encodes '?' and '#', which a hand-built "file:" string would misread.
     uri = path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
     try:

@@ -68,7 +68,8 @@ def check_typed_bytes(
             problems.append(Problem("CK104", f"{where} is not valid JSON ({exc})"))
             return None
     if kind != "msgpack":
-        problems.append(Problem("CK104", f"{where} has unknown serializer type {kind!r}"))
+        shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."
+        problems.append(Problem("CK104", f"{where} has unknown serializer type {shown}"))
         return None
     decoder = decoder or InertDecoder()
     try:
