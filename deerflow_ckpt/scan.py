@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity
@@ -19,11 +20,14 @@ from deerflow_ckpt.analysis.shape import (
 )
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget
 
 
 class LineageReader(Protocol):
-    def lineages(self, thread_id: str | None = None) -> Iterator[Lineage]: ...
+    def lineages(self, selection: ThreadSelection = ...) -> Iterator[Lineage]: ...
+
+    def split_points(self, parts: int) -> list[str]: ...
 
 
 def open_reader(target: DatabaseTarget) -> tuple[LineageReader, Backend]:
@@ -69,11 +73,11 @@ class ScanReport:
 
 
 def iter_thread_results(
-    reader: LineageReader, backend: Backend, settings: ShapeSettings, thread_id: str | None = None
+    reader: LineageReader, backend: Backend, settings: ShapeSettings, selection: ThreadSelection = ALL_THREADS
 ) -> Iterator[list[LineageResult]]:
     """Checked lineages, one list per thread (a thread's namespaces arrive together)."""
     current: list[LineageResult] = []
-    for lineage in reader.lineages(thread_id):
+    for lineage in reader.lineages(selection):
         if current and current[0].lineage.thread_id != lineage.thread_id:
             yield current
             current = []
@@ -87,8 +91,115 @@ def conversation(results: list[LineageResult]) -> LineageResult:
     return next((result for result in results if result.lineage.checkpoint_ns == CONVERSATION_NS), results[0])
 
 
-def scan(request: ScanRequest, progress: Callable[[int], None] | None = None) -> ScanReport:
-    """Check every lineage of the chosen database; `progress` gets the running checkpoint count."""
+@dataclass
+class _Share:
+    """What one worker found in its range of threads."""
+
+    threads: int = 0
+    lineages: int = 0
+    checkpoints: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    inferred_cadences: Counter[int] = field(default_factory=Counter)
+    findings: list[Finding] = field(default_factory=list)
+
+
+# Set in each worker by the pool initializer: shared checkpoint count for the progress display.
+_progress_counter: Any = None
+
+
+def _init_worker(counter: Any) -> None:
+    global _progress_counter
+    _progress_counter = counter
+
+
+def _scan_share(
+    target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool = True
+) -> _Share:
+    reader, backend = open_reader(target)
+    share = _Share()
+    for results in iter_thread_results(reader, backend, settings, selection):
+        share.threads += 1
+        seen = 0
+        for result in results:
+            share.lineages += 1
+            seen += len(result.lineage.records)
+            share.findings.extend(result.findings)
+        share.checkpoints += seen
+        main = conversation(results)
+        share.kinds[main.kind] += 1
+        inferred = main.profile.bounds.inferred
+        if inferred is not None:
+            share.inferred_cadences[inferred] += 1
+        if report_progress and _progress_counter is not None:
+            with _progress_counter.get_lock():
+                _progress_counter.value += seen
+    return share
+
+
+def _selections(reader: LineageReader, request: ScanRequest, jobs: int) -> list[ThreadSelection]:
+    if request.thread_id is not None:
+        return [ThreadSelection(thread_id=request.thread_id)]
+    if jobs <= 1:
+        return [ALL_THREADS]
+    points = reader.split_points(jobs)
+    bounds: list[str | None] = [None, *points, None]
+    return [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
+
+
+def _run_shares(
+    request: ScanRequest, selections: list[ThreadSelection], progress: Callable[[int], None] | None
+) -> list[_Share]:
+    target, settings = request.choice.target, request.settings
+    if len(selections) == 1:
+        counter = _CountingCallback(progress)
+        global _progress_counter
+        _progress_counter = counter
+        try:
+            return [_scan_share(target, settings, selections[0])]
+        finally:
+            _progress_counter = None
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("fork")
+    shared = context.Value("q", 0)
+    with ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,)) as pool:
+        futures = [pool.submit(_scan_share, target, settings, selection) for selection in selections]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            if progress is not None:
+                progress(int(shared.value))
+            for future in futures:
+                if future.done() and future.exception() is not None:
+                    raise future.exception()  # type: ignore[misc]
+        return [future.result() for future in futures]
+
+
+class _CountingCallback:
+    """The in-process stand-in for the shared counter: forwards the running count to `progress`."""
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.value = 0
+        self._progress = progress
+
+    def get_lock(self) -> _CountingCallback:
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress(self.value)
+
+
+def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jobs: int = 1) -> ScanReport:
+    """Check every lineage of the chosen database; `progress` gets the running checkpoint count.
+
+    With `jobs` > 1 the threads are cut into ranges read by that many processes, each in its own
+    read-only transaction (a thread is always read whole by one of them).
+    """
     reader, backend = open_reader(request.choice.target)
     report = ScanReport(
         database=request.choice.target.describe(),
@@ -98,19 +209,13 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None) ->
         cadence_source=request.cadence_source,
         superstep_bound=request.settings.superstep_bound,
     )
-    for results in iter_thread_results(reader, backend, request.settings, request.thread_id):
-        report.threads += 1
-        for result in results:
-            report.lineages += 1
-            report.checkpoints += len(result.lineage.records)
-            report.findings.extend(result.findings)
-        main = conversation(results)
-        report.kinds[main.kind] += 1
-        inferred = main.profile.bounds.inferred
-        if inferred is not None:
-            report.inferred_cadences[inferred] += 1
-        if progress is not None:
-            progress(report.checkpoints)
+    for share in _run_shares(request, _selections(reader, request, jobs), progress):
+        report.threads += share.threads
+        report.lineages += share.lineages
+        report.checkpoints += share.checkpoints
+        report.kinds.update(share.kinds)
+        report.inferred_cadences.update(share.inferred_cadences)
+        report.findings.extend(share.findings)
     if request.thread_id is not None and report.threads == 0:
         raise StoreError(f"no checkpoints for thread {request.thread_id!r} in {report.database}")
     if request.settings.expected_cadence is None:

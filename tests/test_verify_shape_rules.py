@@ -143,3 +143,17 @@ def test_unsafe_payload_is_reported_and_never_executed(built: BuiltDatabase) -> 
     ]
     assert markers, "the fixture records where the payload would write"
     assert not any(marker.exists() for marker in markers)
+
+
+def test_parallel_scan_finds_the_same(built: BuiltDatabase) -> None:
+    """Thread ranges read by several processes add up to the single-process scan."""
+    single = scan_of(built)
+    choice = DatabaseChoice(target_from_argument(built.db, built.schema or ""), "test")
+    parallel = scan(ScanRequest(choice, ShapeSettings(), "test"), jobs=3)
+    assert (parallel.threads, parallel.lineages, parallel.checkpoints) == (
+        single.threads,
+        single.lineages,
+        single.checkpoints,
+    )
+    assert sorted(parallel.findings, key=repr) == sorted(single.findings, key=repr)
+    assert parallel.kinds == single.kinds and parallel.inferred_cadences == single.inferred_cadences

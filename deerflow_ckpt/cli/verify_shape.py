@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -40,6 +41,9 @@ def verify_shape(
     ),
     fail_on: Severity = typer.Option(Severity.ERROR, "--fail-on", help="Lowest severity that makes the exit code 1."),
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    jobs: int = typer.Option(
+        min(os.cpu_count() or 1, 4), "--jobs", min=1, help="Processes reading thread ranges in parallel."
+    ),
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -57,7 +61,7 @@ def verify_shape(
         cadence_source=selection.cadence_source,
         thread_id=thread,
     )
-    report = _scan_with_progress(request, show=output_format is ShapeFormat.text and sys.stderr.isatty())
+    report = _scan_with_progress(request, jobs, show=output_format is ShapeFormat.text and sys.stderr.isatty())
     exit_code = ExitCode.FINDINGS if report.count_at_or_above(fail_on) else ExitCode.CLEAN
 
     if output_format is ShapeFormat.json:
@@ -77,11 +81,11 @@ def verify_shape(
     raise typer.Exit(int(exit_code))
 
 
-def _scan_with_progress(request: ScanRequest, show: bool) -> ScanReport:
+def _scan_with_progress(request: ScanRequest, jobs: int, show: bool) -> ScanReport:
     from deerflow_ckpt.scan import scan
 
     if not show:
-        return scan(request)
+        return scan(request, jobs=jobs)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -92,7 +96,7 @@ def _scan_with_progress(request: ScanRequest, show: bool) -> ScanReport:
         transient=True,
     ) as progress:
         task = progress.add_task("scanning", total=None)
-        result = scan(request, lambda n: progress.update(task, description=f"{n} checkpoints"))
+        result = scan(request, lambda n: progress.update(task, description=f"{n} checkpoints"), jobs=jobs)
     return result
 
 

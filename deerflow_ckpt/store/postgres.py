@@ -14,6 +14,7 @@ from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.peek import head_is_empty_snapshot, head_is_list, head_is_snapshot
 from deerflow_ckpt.store.records import CheckpointRecord, Lineage, MessagesShape, Problem
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import PostgresTarget
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
 
@@ -23,7 +24,8 @@ STATEMENT_TIMEOUT_MS = 600_000
 HEAD_BYTES = 8
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
-# "C" collation: byte order, the same order Python compares strings in, so the streams merge.
+# Byte order (collation "C") is the order Python compares strings in, so the streams merge; where the
+# database's own collation is already byte order the clause is left out and the primary keys serve.
 _CHECKPOINTS_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        jsonb_typeof(c.metadata) = 'object',
@@ -40,12 +42,12 @@ LEFT JOIN {blobs} b
   ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages'
  AND b.version = c.checkpoint->'channel_versions'->>'messages'
 {where}
-ORDER BY c.thread_id COLLATE "C", c.checkpoint_ns COLLATE "C", c.checkpoint_id COLLATE "C"
+ORDER BY c.thread_id{collate}, c.checkpoint_ns{collate}, c.checkpoint_id{collate}
 """
 _WRITES_SQL = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob
 FROM {writes} {where}
-ORDER BY thread_id COLLATE "C", checkpoint_ns COLLATE "C", checkpoint_id COLLATE "C", task_id, idx
+ORDER BY thread_id{collate}, checkpoint_ns{collate}, checkpoint_id{collate}, task_id, idx
 """
 # Every blob except message snapshots (those stay on the server; their heads are read above).
 _BLOBS_SQL = """
@@ -57,7 +59,7 @@ WHERE NOT (channel = 'messages' AND blob IS NOT NULL
                 OR get_byte(blob, 0) = 200 AND octet_length(blob) > 3 AND get_byte(blob, 3) = 7
                 OR get_byte(blob, 0) = 201 AND octet_length(blob) > 5 AND get_byte(blob, 5) = 7))
 {and_where}
-ORDER BY thread_id COLLATE "C", checkpoint_ns COLLATE "C", channel COLLATE "C", version COLLATE "C"
+ORDER BY thread_id{collate}, checkpoint_ns{collate}, channel{collate}, version{collate}
 """
 
 
@@ -76,6 +78,16 @@ def _connect(target: PostgresTarget) -> Any:
     # Belt and braces over the session default: every transaction begins READ ONLY.
     connection.read_only = True
     return connection
+
+
+_BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"})
+
+
+def _byte_ordered(connection: Any) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()")
+        row = cursor.fetchone()
+    return row is not None and row[0] in _BYTE_ORDER_COLLATIONS
 
 
 def _table_names(connection: Any, schema: str) -> dict[str, Any]:
@@ -159,13 +171,13 @@ class PostgresCheckpointReader:
     def __init__(self, target: PostgresTarget) -> None:
         self.target = target
 
-    def lineages(self, thread_id: str | None = None) -> Iterator[Lineage]:
+    def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         import psycopg
 
         connection = _connect(self.target)
         try:
             tables = _table_names(connection, self.target.schema)
-            yield from self._stream(connection, tables, thread_id)
+            yield from self._stream(connection, tables, selection, _byte_ordered(connection))
             connection.rollback()
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
@@ -178,17 +190,55 @@ class PostgresCheckpointReader:
         cursor.execute(query, parameters)
         return iter(cursor)
 
-    def _stream(self, connection: Any, tables: dict[str, Any], thread_id: str | None) -> Iterator[Lineage]:
+    def split_points(self, parts: int) -> list[str]:
+        """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
+        import psycopg
         from psycopg import sql
 
-        filter_sql = sql.SQL("WHERE c.thread_id = %s") if thread_id is not None else sql.SQL("")
-        plain_filter = sql.SQL("WHERE thread_id = %s") if thread_id is not None else sql.SQL("")
-        and_filter = sql.SQL("AND thread_id = %s") if thread_id is not None else sql.SQL("")
-        parameters: tuple[Any, ...] = (thread_id,) if thread_id is not None else ()
+        connection = _connect(self.target)
+        try:
+            tables = _table_names(connection, self.target.schema)
+            collate = sql.SQL("") if _byte_ordered(connection) else sql.SQL(' COLLATE "C"')
+            with connection.cursor() as cursor:
+                cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(tables["checkpoints"]))
+                row = cursor.fetchone()
+                total = int(row[0]) if row else 0
+                points: list[str] = []
+                for part in range(1, parts):
+                    cursor.execute(
+                        sql.SQL("SELECT thread_id FROM {} ORDER BY thread_id{} LIMIT 1 OFFSET %s").format(
+                            tables["checkpoints"], collate
+                        ),
+                        (total * part // parts,),
+                    )
+                    found = cursor.fetchone()
+                    if found is not None and (not points or found[0] > points[-1]):
+                        points.append(found[0])
+            connection.rollback()
+            return points
+        except psycopg.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
+        finally:
+            connection.close()
+
+    def _stream(
+        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, byte_ordered: bool
+    ) -> Iterator[Lineage]:
+        from psycopg import sql
+
+        column = "thread_id" if byte_ordered else 'thread_id COLLATE "C"'
+        clauses, values = selection.conditions(column, "%s")
+        joined = " AND ".join(clauses)
+        filter_sql = sql.SQL("WHERE c." + joined if joined else "")
+        plain_filter = sql.SQL("WHERE " + joined if joined else "")
+        and_filter = sql.SQL("AND " + joined if joined else "")
+        parameters: tuple[Any, ...] = tuple(values)
+        collate = sql.SQL("") if byte_ordered else sql.SQL(' COLLATE "C"')
         checkpoints = self._cursor(
             connection,
             "ckpt_checkpoints",
             sql.SQL(_CHECKPOINTS_SQL).format(
+                collate=collate,
                 head=sql.Literal(HEAD_BYTES),
                 checkpoints=tables["checkpoints"],
                 blobs=tables["checkpoint_blobs"],
@@ -199,13 +249,13 @@ class PostgresCheckpointReader:
         writes = self._cursor(
             connection,
             "ckpt_writes",
-            sql.SQL(_WRITES_SQL).format(writes=tables["checkpoint_writes"], where=plain_filter),
+            sql.SQL(_WRITES_SQL).format(writes=tables["checkpoint_writes"], where=plain_filter, collate=collate),
             parameters,
         )
         blobs = self._cursor(
             connection,
             "ckpt_blobs",
-            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], and_where=and_filter),
+            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], and_where=and_filter, collate=collate),
             parameters,
         )
         pending_write = next(writes, None)

@@ -25,6 +25,7 @@ from deerflow_ckpt.store.records import (
     MessagesShape,
     Problem,
 )
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
 
@@ -172,20 +173,39 @@ class SqliteCheckpointReader:
         self.target = target
         self.decoder = InertDecoder(deep=deep)
 
-    def lineages(self, thread_id: str | None = None) -> Iterator[Lineage]:
+    def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         connection = connect_readonly(self.target)
         try:
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
-            yield from self._stream(connection, thread_id)
+            yield from self._stream(connection, selection)
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
         finally:
             connection.close()
 
-    def _stream(self, connection: sqlite3.Connection, thread_id: str | None) -> Iterator[Lineage]:
-        where, parameters = ("WHERE thread_id = ?", (thread_id,)) if thread_id is not None else ("", ())
+    def split_points(self, parts: int) -> list[str]:
+        """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
+        connection = connect_readonly(self.target)
+        try:
+            (total,) = connection.execute("SELECT count(*) FROM checkpoints").fetchone()
+            points: list[str] = []
+            for part in range(1, parts):
+                row = connection.execute(
+                    "SELECT thread_id FROM checkpoints ORDER BY thread_id LIMIT 1 OFFSET ?", (total * part // parts,)
+                ).fetchone()
+                if row is not None and (not points or row[0] > points[-1]):
+                    points.append(row[0])
+            return points
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
+        finally:
+            connection.close()
+
+    def _stream(self, connection: sqlite3.Connection, selection: ThreadSelection) -> Iterator[Lineage]:
+        clauses, parameters = selection.conditions("thread_id", "?")
+        where = "WHERE " + " AND ".join(clauses) if clauses else ""
         checkpoints = connection.execute(_CHECKPOINTS_SQL.format(where=where), parameters)
         writes = connection.execute(_WRITES_SQL.format(where=where), parameters)
         pending_write: tuple[Any, ...] | None = next(writes, None)
