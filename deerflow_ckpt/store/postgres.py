@@ -226,12 +226,12 @@ class PostgresCheckpointReader:
     ) -> Iterator[Lineage]:
         from psycopg import sql
 
-        column = "thread_id" if byte_ordered else 'thread_id COLLATE "C"'
-        clauses, values = selection.conditions(column, "%s")
-        joined = " AND ".join(clauses)
-        filter_sql = sql.SQL("WHERE c." + joined if joined else "")
-        plain_filter = sql.SQL("WHERE " + joined if joined else "")
-        and_filter = sql.SQL("AND " + joined if joined else "")
+        suffix = "" if byte_ordered else ' COLLATE "C"'
+        qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s")
+        plain, _ = selection.conditions(f"thread_id{suffix}", "%s")
+        filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
+        plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
+        and_filter = sql.SQL("AND " + " AND ".join(plain) if plain else "")
         parameters: tuple[Any, ...] = tuple(values)
         collate = sql.SQL("") if byte_ordered else sql.SQL(' COLLATE "C"')
         checkpoints = self._cursor(
