@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -17,6 +14,7 @@ from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
 from tests.conftest import BuiltDatabase
+from tests.unprivileged import run_ckpt
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -110,17 +108,6 @@ def test_path_with_uri_characters_is_opened_not_created(tmp_path: Path, sqlite_c
     assert not (tmp_path / "we").exists()
 
 
-def _without_dac_override(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ckpt as root minus the capability that lets root write anywhere."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        command = [sys.executable, "-m", "deerflow_ckpt", *args]
-    else:
-        drop = "-dac_override,-dac_read_search"
-        command = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m", "deerflow_ckpt"]
-        command += list(args)
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
-
-
 def test_wal_database_without_shm_in_a_read_only_directory(tmp_path: Path, sqlite_copy: Path) -> None:
     """SQLite cannot open it read-only there: say so and offer the explicit immutable opt-in."""
     with sqlite3.connect(sqlite_copy) as connection:
@@ -130,10 +117,10 @@ def test_wal_database_without_shm_in_a_read_only_directory(tmp_path: Path, sqlit
     shutil.copyfile(sqlite_copy, backup / "deerflow.db")
     backup.chmod(0o555)
     try:
-        refused = _without_dac_override("verify-shape", "--db", str(backup / "deerflow.db"))
+        refused = run_ckpt("verify-shape", "--db", str(backup / "deerflow.db"))
         assert refused.returncode == 2, refused.stderr
         assert "without its -shm file" in refused.stderr and "--immutable" in refused.stderr
-        immutable = _without_dac_override(
+        immutable = run_ckpt(
             "verify-shape", "--db", str(backup / "deerflow.db"), "--immutable", "--thread", "clean-delta-k3"
         )
         assert immutable.returncode == 0, immutable.stderr

@@ -35,8 +35,9 @@ def _stderr(line: str) -> None:
 
 
 def _mode(check: bool, diff: bool, stdout: bool) -> WriteMode:
-    if sum((check, diff, stdout)) > 1:
-        raise typer.BadParameter("choose one of --check, --diff and --stdout")
+    # --check --diff is the CI pair black and ruff accept: show the diff, exit 1 if it is not empty.
+    if stdout and (check or diff):
+        raise typer.BadParameter("--stdout does not combine with --check or --diff")
     if check:
         return WriteMode.CHECK
     if diff:
@@ -63,7 +64,9 @@ def migrate_config(
     check: bool = typer.Option(
         False, "--check", help="Write nothing; exit 1 if a file would change or must be fixed by hand."
     ),
-    diff: bool = typer.Option(False, "--diff", help="Write nothing; print a unified diff."),
+    diff: bool = typer.Option(
+        False, "--diff", help="Write nothing; print a unified diff (with --check: exit 1 if it is not empty)."
+    ),
     stdout: bool = typer.Option(False, "--stdout", help="Write nothing; print the migrated file."),
     stdin_filename: str = typer.Option(
         STDIN, "--stdin-filename", help="Name to report for standard input.", show_default=False
@@ -91,16 +94,16 @@ def migrate_config(
         for diagnostic in outcome.result.diagnostics:
             _stderr(report.diagnostic_line(outcome.name, diagnostic))
         if output_format is MigrateFormat.text:
-            _emit_text_payload(outcome, mode)
+            _emit_text_payload(outcome, mode, diff)
             _stderr(report.summary_line(outcome, mode))
     if output_format is MigrateFormat.json:
-        _write_stdout(report.to_json(outcomes, mode, int(exit_code)))
+        _write_stdout(report.to_json(outcomes, mode, int(exit_code), include_diff=diff))
     raise typer.Exit(int(exit_code))
 
 
-def _emit_text_payload(outcome: FileMigration, mode: WriteMode) -> None:
+def _emit_text_payload(outcome: FileMigration, mode: WriteMode, show_diff: bool) -> None:
     result = outcome.result
-    if mode is WriteMode.DIFF:
+    if show_diff:
         _write_stdout(report.diff_of(outcome))
     elif mode is WriteMode.STDOUT or (outcome.path is None and mode is WriteMode.IN_PLACE):
         # Like black and ruff: standard input always comes back on standard output, changed or not.

@@ -51,7 +51,7 @@ def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[
     ]
 
 
-def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int) -> str:
+def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int, include_diff: bool = False) -> str:
     """The machine-readable result: one object per file, under a schema version."""
     files = []
     for outcome in outcomes:
@@ -65,7 +65,7 @@ def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int) 
             "notes": _diagnostics(result.diagnostics, Severity.NOTE),
             "errors": _diagnostics(result.diagnostics, Severity.ERROR),
         }
-        if mode is WriteMode.DIFF:
+        if include_diff or mode is WriteMode.DIFF:
             entry["diff"] = diff_of(outcome)
         if mode is WriteMode.STDOUT or (outcome.path is None and mode is WriteMode.IN_PLACE):
             entry["output"] = _decode(result.migrated)
