@@ -75,7 +75,7 @@ RULES: dict[str, Rule] = {
             "CK202",
             Severity.WARNING,
             "snapshot intervals contradict the cadence",
-            "processes with different snapshot_frequency values wrote this thread; align them and restart",
+            "processes with different snapshot_frequency values wrote here; align them and restart",
         ),
         Rule(
             "CK203",

@@ -225,11 +225,12 @@ class _LineageChecker:
             off = [e for e in self.profile.snapshots if not e.trigger.forced and e.counter_interval != expected]
             if off:
                 intervals = ", ".join(str(e.counter_interval) for e in off[:8]) + (", ..." if len(off) > 8 else "")
+                plural = "s" if len(off) > 1 else ""
                 self.add(
                     "CK202",
                     off[0].record,
-                    f"{len(off)} cadence snapshots closed intervals other than the expected cadence {expected} "
-                    f"(message-writing steps: {intervals}; first at {_step(off[0].record)})",
+                    f"{len(off)} cadence snapshot{plural} closed intervals other than the expected cadence "
+                    f"{expected} (message-writing steps: {intervals}; first at {_step(off[0].record)})",
                 )
             return
         bounds = self.profile.bounds

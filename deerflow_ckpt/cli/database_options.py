@@ -90,5 +90,4 @@ def _expected_cadence(
     if reading.effective is None:
         why = f"${reading.env_reference} is not set" if reading.env_reference else f"the value {reading.problem}"
         return None, f"unknown ({config_path}: {why})"
-    origin = "DeerFlow's default" if settings.cadence_is_default else "database.checkpoint_delta.snapshot_frequency"
-    return reading.effective, f"{config_path}, {origin}"
+    return reading.effective, f"{config_path}, {settings.cadence_origin}"

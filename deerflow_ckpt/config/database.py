@@ -17,7 +17,7 @@ from deerflow_ckpt.config.keys import (
     FILE_DATABASE_DEFAULTS,
     LEGACY_CHECKPOINTER,
 )
-from deerflow_ckpt.config.values import CadenceReading, apply_legacy_shim, load_values, read_cadence
+from deerflow_ckpt.config.values import CadenceReading, ShimBranch, apply_legacy_shim, load_values, read_cadence
 from deerflow_ckpt.errors import ConfigError
 
 
@@ -40,8 +40,8 @@ class DatabaseSettings:
     postgres_schema: str
     channel_mode: object
     cadence: CadenceReading
-    # True when the cadence came from DeerFlow's default (no key set).
-    cadence_is_default: bool
+    # Where the cadence came from: the nested key, the legacy flat key, or DeerFlow's default.
+    cadence_origin: str
     checkpointer: CheckpointerOverride | None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -66,12 +66,19 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
     if not isinstance(raw_database, dict):
         raise ConfigError(f"database: is {type(raw_database).__name__}, not a mapping; DeerFlow cannot load it")
     database: dict[Any, Any] = {**FILE_DATABASE_DEFAULTS, **raw_database}
-    database = apply_legacy_shim(database).database
+    shim = apply_legacy_shim(database)
+    database = shim.database
     notes: list[str] = []
 
     delta = database.get(DELTA_SECTION)
-    cadence_is_default = not (isinstance(delta, dict) and CADENCE_KEY in delta)
-    raw_cadence = delta[CADENCE_KEY] if not cadence_is_default and isinstance(delta, dict) else DEFAULT_CADENCE
+    has_cadence = isinstance(delta, dict) and CADENCE_KEY in delta
+    raw_cadence = delta[CADENCE_KEY] if has_cadence and isinstance(delta, dict) else DEFAULT_CADENCE
+    if not has_cadence:
+        origin = f"DeerFlow's default {DEFAULT_CADENCE}"
+    elif shim.branch is ShimBranch.CARRIED:
+        origin = "the deprecated database.checkpoint_delta_snapshot_frequency, carried by DeerFlow"
+    else:
+        origin = "database.checkpoint_delta.snapshot_frequency"
     resolved, reference = resolve_reference(raw_cadence, environ)
     if reference is not None and resolved is None:
         cadence = CadenceReading(raw_cadence, None, env_reference=reference)
@@ -90,7 +97,7 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
         postgres_schema=str(database.get("postgres_schema") or ""),
         channel_mode=mode,
         cadence=cadence,
-        cadence_is_default=cadence_is_default,
+        cadence_origin=origin,
         checkpointer=checkpointer,
         notes=tuple(notes),
     )

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Quick start, part 2: install ckpt with its test tools into .venv, then lint, type-check and run the
+# tests. The Postgres tests need the server at CKPT_TEST_PG_DSN (default 127.0.0.1:5432, user postgres)
+# and fail rather than skip unless CKPT_REQUIRE_POSTGRES=0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check '.[dev]'
+.venv/bin/ruff check deerflow_ckpt tests fixtures benchmarks
+.venv/bin/mypy
+export CKPT_REQUIRE_POSTGRES="${CKPT_REQUIRE_POSTGRES:-1}"
+.venv/bin/python -m pytest -q "$@"
