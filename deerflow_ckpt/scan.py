@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,8 +114,28 @@ def _init_worker(counter: Any) -> None:
     _progress_counter = counter
 
 
+@contextmanager
+def _without_cycle_collector() -> Iterator[None]:
+    """Pause the cyclic GC: a scan allocates millions of acyclic containers that reference counting
+    frees at once, and the collector's passes over them cost a quarter of the scan time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _scan_share(
     target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool = True
+) -> _Share:
+    with _without_cycle_collector():
+        return _collect_share(target, settings, selection, report_progress)
+
+
+def _collect_share(
+    target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool
 ) -> _Share:
     reader, backend = open_reader(target)
     share = _Share()

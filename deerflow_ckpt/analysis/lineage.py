@@ -36,18 +36,22 @@ class LineageGraph:
     children: dict[str, list[CheckpointRecord]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.by_id = {record.checkpoint_id: record for record in self.lineage.records}
+        self.by_id = by_id = {record.checkpoint_id: record for record in self.lineage.records}
         self.children = {}
         for record in self.lineage.records:
-            if record.parent_id is not None and record.parent_id in self.by_id:
-                self.children.setdefault(record.parent_id, []).append(record)
+            # Linked once here: the rules ask for parents several times per checkpoint.
+            parent = by_id.get(record.parent_id) if record.parent_id is not None else None
+            record.parent_record = parent
+            record.delta = record.uses_delta or record.messages in _DELTA_SHAPES
+            if parent is not None:
+                self.children.setdefault(parent.checkpoint_id, []).append(record)
 
     @property
     def records(self) -> list[CheckpointRecord]:
         return self.lineage.records
 
     def parent(self, record: CheckpointRecord) -> CheckpointRecord | None:
-        return self.by_id.get(record.parent_id) if record.parent_id is not None else None
+        return record.parent_record
 
     def roots(self) -> list[CheckpointRecord]:
         return [record for record in self.records if record.parent_id is None]
@@ -72,7 +76,7 @@ class LineageGraph:
 
     def wrote(self, record: CheckpointRecord) -> bool:
         """The step that produced `record` wrote messages: a messages write is stored under its parent."""
-        parent = self.parent(record)
+        parent = record.parent_record
         return parent is not None and parent.message_write_rows > 0
 
     def stores_seed(self, record: CheckpointRecord) -> bool:
@@ -80,7 +84,8 @@ class LineageGraph:
         return record.messages in _SEED_SHAPES
 
     def is_delta(self, record: CheckpointRecord) -> bool:
-        return record.uses_delta or record.messages in _DELTA_SHAPES
+        """DeerFlow's delta test (marker or counters), or a shape only a delta writer stores."""
+        return record.delta
 
     def same_version_as_parent(self, record: CheckpointRecord) -> bool:
         parent = self.parent(record)

@@ -8,7 +8,7 @@ its code and the type it names; the scanner judges those names instead of trusti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import ormsgpack
 
@@ -69,13 +69,19 @@ OVERWRITE_TYPE = ("langgraph.types", "Overwrite")
 REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
 
 
+_unpack = ormsgpack.unpackb
+_NON_STR_KEYS = ormsgpack.OPT_NON_STR_KEYS
+
+
 class UndecodableError(ValueError):
     """Bytes that are not the msgpack LangGraph writes."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExtValue:
-    """An ext value left undecoded: what it would construct, never the object itself."""
+class ExtValue(NamedTuple):
+    """An ext value left undecoded: what it would construct, never the object itself.
+
+    A tuple rather than a dataclass: one is built per ext value on the scan's hot path.
+    """
 
     code: int
     module: str | None
@@ -132,7 +138,7 @@ class InertDecoder:
         self.untrusted = []
         self._depth = 0
         try:
-            return ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return _unpack(data, ext_hook=self._hook, option=_NON_STR_KEYS)
         except (ValueError, TypeError, RecursionError) as exc:
             raise UndecodableError(str(exc) or type(exc).__name__) from None
 
@@ -146,16 +152,19 @@ class InertDecoder:
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
         try:
-            payload = ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            payload = _unpack(data, ext_hook=self._hook, option=_NON_STR_KEYS)
         finally:
             self._depth -= 1
         if code == EXT_DELTA_SNAPSHOT:
             return ExtValue(code, None, None, None, payload, len(data), data == b"\x90")
         module = name = method = None
-        if code in _NAMED_TYPE_CODES and isinstance(payload, (list, tuple)) and len(payload) >= 2:
-            module = payload[0] if isinstance(payload[0], str) else None
-            name = payload[1] if isinstance(payload[1], str) else None
-            if code == EXT_METHOD_SINGLE_ARG and len(payload) >= 4 and isinstance(payload[3], str):
+        if code in _NAMED_TYPE_CODES and type(payload) is list and len(payload) >= 2:
+            module, name = payload[0], payload[1]
+            if type(module) is not str:
+                module = None
+            if type(name) is not str:
+                name = None
+            if code == EXT_METHOD_SINGLE_ARG and len(payload) >= 4 and type(payload[3]) is str:
                 method = payload[3]
         key = (code, module, name, method)
         if key not in self._trusted:

@@ -69,6 +69,10 @@ class CheckpointRecord:
     problems: list[Problem] = field(default_factory=list)
     # False when the metadata could not be read: mode and counters are then unknown, not absent.
     metadata_ok: bool = True
+    # The parent in the same lineage, linked by analysis.lineage.LineageGraph (None: parentless or missing).
+    parent_record: CheckpointRecord | None = None
+    # DeerFlow would treat it as delta (set by LineageGraph; see LineageGraph.is_delta).
+    delta: bool = False
 
     @property
     def readable(self) -> bool:

@@ -40,9 +40,10 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
 FROM checkpoints {where}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id
 """
+# Writes of None (branch markers and the like) carry no bytes and no type to check: left out.
 _WRITES_SQL = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(value AS BLOB)
-FROM writes {where}
+FROM writes WHERE type IS NOT 'null' {and_where}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
 """
 
@@ -91,29 +92,27 @@ def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
     return connection
 
 
-def _as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _classify_checkpoint(record: CheckpointRecord, kind: str | None, data: bytes | None, decoder: InertDecoder) -> None:
     """Fill in the messages shape, version and snapshot size from the checkpoint bytes."""
     value = check_typed_bytes(kind, data, "checkpoint", record.problems, decoder)
-    if not isinstance(value, dict) or not isinstance(value.get("channel_values", {}), dict):
+    channel_values = value.get("channel_values", {}) if type(value) is dict else None
+    if type(channel_values) is not dict:
         record.messages = MessagesShape.UNDECODABLE
         if value is not None:
             record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint mapping"))
         return
+    assert type(value) is dict
     versions = value.get("channel_versions")
-    version = versions.get(MESSAGES_CHANNEL) if isinstance(versions, dict) else None
+    version = versions.get(MESSAGES_CHANNEL) if type(versions) is dict else None
     record.messages_version = None if version is None else str(version)
-    messages = value.get("channel_values", {}).get(MESSAGES_CHANNEL, _ABSENT)
+    messages = channel_values.get(MESSAGES_CHANNEL, _ABSENT)
     if messages is _ABSENT:
         record.messages = MessagesShape.ABSENT
-    elif isinstance(messages, ExtValue) and messages.code == EXT_DELTA_SNAPSHOT:
+    elif type(messages) is ExtValue and messages.code == EXT_DELTA_SNAPSHOT:
         record.messages = MessagesShape.SNAPSHOT
         record.seed_empty = messages.empty
         record.snapshot_bytes = messages.size
-    elif isinstance(messages, list):
+    elif type(messages) is list:
         record.messages = MessagesShape.LIST
         record.seed_empty = not messages
     else:
@@ -121,16 +120,20 @@ def _classify_checkpoint(record: CheckpointRecord, kind: str | None, data: bytes
 
 
 _ABSENT = object()
+# JSONDecoder.decode on text skips json.loads's per-call encoding sniffing of bytes.
+_decode_json = json.JSONDecoder().decode
 
 
-def _metadata_fields(raw: bytes | str | None, record_problems: list[Problem]) -> dict[str, Any]:
-    try:
-        metadata = json.loads(raw) if raw is not None else {}
-    except (ValueError, UnicodeDecodeError):
-        record_problems.append(Problem("CK104", "metadata is not valid JSON text"))
+def _metadata_fields(raw: bytes | str | None, problems: list[Problem]) -> dict[str, Any]:
+    if raw is None:
         return {}
-    if not isinstance(metadata, dict):
-        record_problems.append(Problem("CK104", "metadata is not a JSON object"))
+    try:
+        metadata = _decode_json(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except (ValueError, UnicodeDecodeError):
+        problems.append(Problem("CK104", "metadata is not valid JSON text"))
+        return {}
+    if type(metadata) is not dict:
+        problems.append(Problem("CK104", "metadata is not a JSON object"))
         return {}
     return metadata
 
@@ -140,28 +143,32 @@ def _record_from_row(row: tuple[Any, ...], decoder: InertDecoder) -> CheckpointR
     problems: list[Problem] = []
     metadata = _metadata_fields(raw_metadata, problems)
     counters = metadata.get("counters_since_delta_snapshot")
-    pair = counters.get(MESSAGES_CHANNEL) if isinstance(counters, dict) else None
+    pair = counters.get(MESSAGES_CHANNEL) if type(counters) is dict else None
     updates = supersteps = None
-    if isinstance(pair, list) and len(pair) >= 2:
-        updates, supersteps = _as_int(pair[0]), _as_int(pair[1])
-    source, mode = metadata.get("source"), metadata.get("deerflow_checkpoint_channel_mode")
+    if type(pair) is list and len(pair) >= 2:
+        updates, supersteps = pair[0], pair[1]
+        # bool is an int subclass; `type() is int` keeps true/false out of the counters.
+        updates = updates if type(updates) is int else None
+        supersteps = supersteps if type(supersteps) is int else None
+    step, source, mode = metadata.get("step"), metadata.get("source"), metadata.get("deerflow_checkpoint_channel_mode")
     record = CheckpointRecord(
-        thread_id=thread_id,
-        checkpoint_ns=ns or "",
-        checkpoint_id=checkpoint_id,
-        parent_id=parent_id,
-        step=_as_int(metadata.get("step")),
-        source=source if isinstance(source, str) else None,
-        mode_marker=mode if isinstance(mode, str) else None,
-        updates=updates,
-        supersteps=supersteps,
-        messages=MessagesShape.ABSENT,
-        messages_version=None,
-        checkpoint_bytes=len(data) if data is not None else 0,
-        metadata_bytes=len(raw_metadata) if raw_metadata is not None else 0,
-        problems=problems,
-        metadata_ok=not problems,
+        thread_id,
+        ns or "",
+        checkpoint_id,
+        parent_id,
+        step if type(step) is int else None,
+        source if type(source) is str else None,
+        mode if type(mode) is str else None,
+        updates,
+        supersteps,
+        MessagesShape.ABSENT,
+        None,
     )
+    record.checkpoint_bytes = len(data) if data is not None else 0
+    record.metadata_bytes = len(raw_metadata) if raw_metadata is not None else 0
+    if problems:
+        record.problems = problems
+        record.metadata_ok = False
     _classify_checkpoint(record, kind, data, decoder)
     return record
 
@@ -207,7 +214,8 @@ class SqliteCheckpointReader:
         clauses, parameters = selection.conditions("thread_id", "?")
         where = "WHERE " + " AND ".join(clauses) if clauses else ""
         checkpoints = connection.execute(_CHECKPOINTS_SQL.format(where=where), parameters)
-        writes = connection.execute(_WRITES_SQL.format(where=where), parameters)
+        and_where = "AND " + " AND ".join(clauses) if clauses else ""
+        writes = connection.execute(_WRITES_SQL.format(and_where=and_where), parameters)
         pending_write: tuple[Any, ...] | None = next(writes, None)
         current_key: tuple[str, str] | None = None
         records: list[CheckpointRecord] = []

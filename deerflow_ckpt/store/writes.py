@@ -41,19 +41,32 @@ class WriteSummary:
         record.problems.extend(self.problems)
 
 
-def _names(value: Any, target: tuple[str, str]) -> bool:
-    """True when `value` is, or is a list holding, an ext naming `target`."""
-    if isinstance(value, ExtValue):
-        return (value.module, value.name) == target
-    if isinstance(value, list):
-        return any(isinstance(item, ExtValue) and (item.module, item.name) == target for item in value)
-    return False
+def _named_types(value: Any) -> list[tuple[str | None, str | None]]:
+    """The (module, name) of `value` if it is an ext, or of each ext in it if it is a list."""
+    if type(value) is ExtValue:
+        return [(value.module, value.name)]
+    if type(value) is list:
+        return [(item.module, item.name) for item in value if type(item) is ExtValue]
+    return []
 
 
 def check_typed_bytes(
     kind: str | None, data: bytes | None, where: str, problems: list[Problem], decoder: InertDecoder | None = None
 ) -> Any:
     """Inertly decode one serialized value, recording pickle, foreign types and garbage as problems."""
+    if kind == "msgpack" and data is not None:
+        decoder = decoder or InertDecoder()
+        try:
+            value = decoder.decode(data)
+        except UndecodableError as exc:
+            problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
+            return None
+        if decoder.untrusted:
+            for named in decoder.untrusted_types():
+                problems.append(
+                    Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+                )
+        return value
     if kind == "pickle":
         problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
         return None
@@ -67,21 +80,9 @@ def check_typed_bytes(
         except ValueError as exc:
             problems.append(Problem("CK104", f"{where} is not valid JSON ({exc})"))
             return None
-    if kind != "msgpack":
-        shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."
-        problems.append(Problem("CK104", f"{where} has unknown serializer type {shown}"))
-        return None
-    decoder = decoder or InertDecoder()
-    try:
-        value = decoder.decode(bytes(data))
-    except UndecodableError as exc:
-        problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
-        return None
-    for named in decoder.untrusted_types():
-        problems.append(
-            Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
-        )
-    return value
+    shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."
+    problems.append(Problem("CK104", f"{where} has unknown serializer type {shown}"))
+    return None
 
 
 def add_write(
@@ -94,7 +95,12 @@ def add_write(
 ) -> None:
     """Fold one write row into its checkpoint's summary."""
     size = len(data) if data is not None else 0
-    value = check_typed_bytes(kind, data, f"write {channel!r} of task {task_id}", summary.problems, decoder)
+    problems: list[Problem] = []
+    value = check_typed_bytes(kind, data, "this write", problems, decoder)
+    if problems:
+        # Name the write only when there is something to say: this runs once per write row.
+        where = f"write {channel!r} of task {task_id}"
+        summary.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
     if channel != MESSAGES_CHANNEL:
         summary.other_rows += 1
         summary.other_bytes += size
@@ -102,7 +108,8 @@ def add_write(
     summary.message_rows += 1
     summary.message_tasks.add(task_id)
     summary.message_bytes += size
-    if _names(value, OVERWRITE_TYPE):
+    types = _named_types(value)
+    if OVERWRITE_TYPE in types:
         summary.overwrite = True
-    if _names(value, REMOVE_MESSAGE_TYPE):
+    if REMOVE_MESSAGE_TYPE in types:
         summary.removal = True

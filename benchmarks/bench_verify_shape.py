@@ -1,0 +1,183 @@
+"""How fast verify-shape reads, against a bare SELECT and against classifying through the savers.
+
+Run by hand, never from the tests:
+
+    python -m benchmarks.bench_verify_shape sqlite bench-data/bulk.db
+    python -m benchmarks.bench_verify_shape postgres postgresql://postgres@127.0.0.1:5432/bench
+
+Build a database first with the bulk builder, e.g. (1.4 GB, about 7 minutes on 2 cores):
+
+    python -m fixtures.dbbuilder --sqlite bench-data/bulk.db --bulk-threads 2000 --turns 50 \
+        --cadence 10 --message-bytes 500 --jobs 2
+
+Every measurement runs in a fresh process, after one warm-up read, and reports wall seconds, the
+checkpoints it covered and the peak RSS of that process and its children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+DELTA_SNAPSHOT_TYPE = "_DeltaSnapshot"
+
+
+def _peak_rss_mib() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024, 1)
+
+
+# -- the measured workloads (each runs in its own process) ------------------------------------------
+
+
+def bare_select_sqlite(target: str) -> int:
+    import sqlite3
+    from pathlib import Path
+
+    connection = sqlite3.connect(Path(target).resolve().as_uri() + "?mode=ro", uri=True)
+    rows = 0
+    for _ in connection.execute("SELECT checkpoint, metadata FROM checkpoints"):
+        rows += 1
+    return rows
+
+
+def bare_select_postgres(target: str) -> int:
+    import psycopg
+
+    rows = 0
+    with psycopg.connect(target) as connection, connection.cursor(name="bare") as cursor:
+        cursor.itersize = 2000
+        cursor.execute("SELECT checkpoint, metadata FROM checkpoints")
+        for _ in cursor:
+            rows += 1
+    return rows
+
+
+def ckpt_scan(target: str, jobs: int) -> int:
+    from deerflow_ckpt.analysis.shape import ShapeSettings
+    from deerflow_ckpt.scan import ScanRequest, scan
+    from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
+
+    choice = DatabaseChoice(target_from_argument(target), "benchmark")
+    report = scan(ScanRequest(choice, ShapeSettings(expected_cadence=10), "benchmark"), jobs=jobs)
+    return report.checkpoints
+
+
+def _classify_with_saver(saver: Any, threads: list[str]) -> int:
+    """What a scan through the saver does: every checkpoint, its messages shape and its counters."""
+    seen = 0
+    for thread_id in threads:
+        for item in saver.list({"configurable": {"thread_id": thread_id}}):
+            value = item.checkpoint["channel_values"].get("messages")
+            _ = type(value).__name__ == DELTA_SNAPSHOT_TYPE or isinstance(value, list)
+            _ = (item.metadata.get("counters_since_delta_snapshot") or {}).get("messages")
+            seen += 1
+    return seen
+
+
+def saver_list_sqlite(target: str) -> int:
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(target, check_same_thread=False)
+    threads = [row[0] for row in connection.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+    return _classify_with_saver(SqliteSaver(connection), threads)
+
+
+def saver_list_all_sqlite(target: str) -> int:
+    """The saver's own whole-database listing: list(None) walks every thread in id order."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = SqliteSaver(sqlite3.connect(target, check_same_thread=False))
+    seen = 0
+    for item in saver.list(None):
+        value = item.checkpoint["channel_values"].get("messages")
+        _ = type(value).__name__ == DELTA_SNAPSHOT_TYPE or isinstance(value, list)
+        seen += 1
+    return seen
+
+
+def saver_list_postgres(target: str) -> int:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with psycopg.connect(target) as connection:
+        threads = [row[0] for row in connection.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+    with PostgresSaver.from_conn_string(target) as saver:
+        return _classify_with_saver(saver, threads)
+
+
+WORKLOADS: dict[str, Callable[..., int]] = {
+    "bare-sqlite": bare_select_sqlite,
+    "bare-postgres": bare_select_postgres,
+    "ckpt": ckpt_scan,
+    "saver-sqlite": saver_list_sqlite,
+    "saver-postgres": saver_list_postgres,
+    "saver-all-sqlite": saver_list_all_sqlite,
+}
+
+
+def _measure(workload: str, target: str, jobs: int) -> None:
+    function = WORKLOADS[workload]
+    started = time.perf_counter()
+    rows = function(target, jobs) if workload == "ckpt" else function(target)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": round(seconds, 3), "checkpoints": rows, "peak_rss_mib": _peak_rss_mib()}))
+
+
+def run(workload: str, target: str, jobs: int = 1) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.bench_verify_shape", "_measure", workload, target, str(jobs)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
+        _measure(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("backend", choices=("sqlite", "postgres"))
+    parser.add_argument("target", help="SQLite file or Postgres DSN")
+    parser.add_argument("--jobs", type=int, default=2, help="processes for the parallel ckpt run")
+    parser.add_argument("--skip-saver", action="store_true", help="leave out the slow saver comparison")
+    args = parser.parse_args()
+
+    run(f"bare-{args.backend}", args.target)  # warm the page cache / shared buffers
+    rows: list[tuple[str, dict[str, Any]]] = [
+        ("bare SELECT checkpoint, metadata", run(f"bare-{args.backend}", args.target)),
+        ("ckpt scan, 1 process", run("ckpt", args.target, 1)),
+        (f"ckpt scan, {args.jobs} processes", run("ckpt", args.target, args.jobs)),
+    ]
+    savers: list[tuple[str, dict[str, Any]]] = []
+    if not args.skip_saver:
+        name = "SqliteSaver" if args.backend == "sqlite" else "PostgresSaver"
+        savers.append((f"{name}.list(thread) classify", run(f"saver-{args.backend}", args.target)))
+        if args.backend == "sqlite":
+            savers.append((f"{name}.list(None) classify", run("saver-all-sqlite", args.target)))
+    rows += savers
+    bare = rows[0][1]["seconds"]
+    print(f"{'workload':38} {'seconds':>8} {'checkpoints':>12} {'per second':>11} {'peak RSS':>9} {'x bare':>7}")
+    for label, result in rows:
+        per_second = result["checkpoints"] / result["seconds"] if result["seconds"] else float("inf")
+        print(
+            f"{label:38} {result['seconds']:8.2f} {result['checkpoints']:12d} {per_second:11.0f} "
+            f"{result['peak_rss_mib']:7.1f}MB {result['seconds'] / bare:7.2f}"
+        )
+    for saver_label, saver in savers:
+        for label, result in rows[1:3]:
+            print(f"{label}: {saver['seconds'] / result['seconds']:.1f}x faster than {saver_label}")
+
+
+if __name__ == "__main__":
+    main()
