@@ -198,6 +198,18 @@ def head_is_empty_snapshot(head: bytes) -> bool:
     return head[:3] == b"\xd4\x07\x90"
 
 
+def array_header_size(items: int) -> int:
+    """Bytes of the msgpack header of an array of `items` elements (fixarray, array 16, array 32)."""
+    return 1 if items < 16 else 3 if items < 1 << 16 else 5
+
+
+def ext_header_size(payload: int) -> int:
+    """Bytes of the msgpack header of an ext value whose payload is `payload` bytes long."""
+    if payload in (1, 2, 4, 8, 16):
+        return 2  # fixext: marker and type
+    return 3 if payload < 1 << 8 else 4 if payload < 1 << 16 else 6
+
+
 def head_is_list(head: bytes) -> bool:
     """True when msgpack bytes start with an array header (a plain message list)."""
     return bool(head) and (0x90 <= head[0] <= 0x9F or head[0] in (0xDC, 0xDD))

@@ -57,6 +57,10 @@ class CheckpointRecord:
     message_write_rows: int = 0
     message_write_tasks: int = 0
     message_write_bytes: int = 0
+    # The messages those writes carry, and their bytes without each write's list framing: what a
+    # snapshot or full-mode list holding them would store.
+    message_write_items: int = 0
+    message_item_bytes: int = 0
     other_write_rows: int = 0
     other_write_bytes: int = 0
     overwrite_written: bool = False

@@ -11,6 +11,7 @@ from deerflow_ckpt.store.peek import (
     ExtValue,
     InertDecoder,
     UndecodableError,
+    array_header_size,
 )
 from deerflow_ckpt.store.records import CheckpointRecord, Problem
 
@@ -24,6 +25,8 @@ class WriteSummary:
     message_rows: int = 0
     message_tasks: set[str] = field(default_factory=set)
     message_bytes: int = 0
+    message_items: int = 0
+    message_item_bytes: int = 0
     other_rows: int = 0
     other_bytes: int = 0
     overwrite: bool = False
@@ -34,6 +37,8 @@ class WriteSummary:
         record.message_write_rows = self.message_rows
         record.message_write_tasks = len(self.message_tasks)
         record.message_write_bytes = self.message_bytes
+        record.message_write_items = self.message_items
+        record.message_item_bytes = self.message_item_bytes
         record.other_write_rows = self.other_rows
         record.other_write_bytes = self.other_bytes
         record.overwrite_written = self.overwrite
@@ -108,6 +113,13 @@ def add_write(
     summary.message_rows += 1
     summary.message_tasks.add(task_id)
     summary.message_bytes += size
+    # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
+    if type(value) is list:
+        summary.message_items += len(value)
+        summary.message_item_bytes += size - array_header_size(len(value))
+    else:
+        summary.message_items += 1
+        summary.message_item_bytes += size
     types = _named_types(value)
     if OVERWRITE_TYPE in types:
         summary.overwrite = True
