@@ -1,0 +1,301 @@
+"""`ckpt inspect thread` and `ckpt inspect summary`: snapshot cadence, storage and what-if per thread.
+
+Reads through the same read-only store layer and database selection as verify-shape. One thread named
+on the command line is read with a thread_id condition, so its cost does not grow with the database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import typer
+
+from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
+from deerflow_ckpt.cli import database_options
+from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
+from deerflow_ckpt.errors import StoreError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from deerflow_ckpt.analysis.capacity import InspectionScope, InspectSettings, ThreadInspection
+    from deerflow_ckpt.scan import LineageReader
+    from deerflow_ckpt.store.records import Backend
+
+
+class InspectFormat(StrEnum):
+    text = "text"
+    json = "json"
+    csv = "csv"
+
+
+# capacity.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
+# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
+PIPED_WIDTH = 160
+RankChoice = Literal["size", "checkpoints", "replay-depth"]
+
+inspect_app = typer.Typer(
+    name="inspect",
+    help="Per-thread snapshot intervals, the cadence really used, storage by kind, and what another K would cost.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+MAX_SUPERSTEPS_OPTION = typer.Option(
+    DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, help="LangGraph's superstep bound (forced snapshots)."
+)
+FORMAT_OPTION = typer.Option(InspectFormat.text, "--format", help="text, json or csv (the histograms).")
+
+
+def parse_what_if(value: str | None) -> tuple[int, ...] | None:
+    """'1,5,50' -> (1, 5, 50); each a positive cadence."""
+    if value is None:
+        return None
+    try:
+        cadences = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated cadences such as 1,5,50, got {value!r}") from None
+    if not cadences or any(k < 1 for k in cadences):
+        raise typer.BadParameter(f"cadences must be positive integers, got {value!r}")
+    return cadences
+
+
+def _open(
+    db: str | None,
+    schema: str,
+    config: Path | None,
+    cadence: int | None,
+    immutable: bool,
+    settings: Callable[[int | None], InspectSettings],
+) -> tuple[LineageReader, InspectionScope]:
+    from deerflow_ckpt.analysis.capacity import InspectionScope
+    from deerflow_ckpt.scan import open_reader
+
+    selection = database_options.select(db, schema, config, cadence, immutable)
+    target = selection.choice.target
+    message(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
+    reader, backend = open_reader(target)
+    scope = InspectionScope(
+        target.describe(),
+        selection.choice.found_via,
+        backend,
+        settings(selection.expected_cadence),
+        selection.cadence_source,
+    )
+    return reader, scope
+
+
+def _named_threads(
+    reader: LineageReader, scope: InspectionScope, thread_ids: list[str], namespace: str
+) -> Iterator[ThreadInspection]:
+    from deerflow_ckpt.analysis.capacity import NamespaceNotFound, inspect_thread
+    from deerflow_ckpt.store.selection import ThreadSelection
+
+    for thread_id in thread_ids:
+        lineages = list(reader.lineages(ThreadSelection(thread_id=thread_id)))
+        if not lineages:
+            raise StoreError(f"no checkpoints for thread {thread_id!r} in {scope.database}")
+        try:
+            yield inspect_thread(lineages, scope.backend, scope.settings, namespace)
+        except NamespaceNotFound as exc:
+            raise StoreError(str(exc)) from None
+
+
+def _every_thread(
+    reader: LineageReader,
+    backend: Backend,
+    settings: InspectSettings,
+    namespace: str | None,
+    progress: Callable[[], None],
+) -> Iterator[ThreadInspection]:
+    """Each thread that has `namespace`, in thread id order (None: the conversation, else its first one)."""
+    from deerflow_ckpt.analysis.capacity import NamespaceNotFound, inspect_thread
+
+    for _, grouped in itertools.groupby(reader.lineages(), key=lambda lineage: lineage.thread_id):
+        progress()
+        lineages = list(grouped)
+        shown = namespace
+        if shown is None:
+            shown = "" if any(lineage.checkpoint_ns == "" for lineage in lineages) else lineages[0].checkpoint_ns
+        try:
+            yield inspect_thread(lineages, backend, settings, shown)
+        except NamespaceNotFound:
+            continue
+
+
+class _ThreadCounter:
+    """A spinner on stderr counting threads, only when stderr is a terminal and the output is text."""
+
+    def __init__(self, show: bool) -> None:
+        self.show, self.count = show, 0
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[], None]:
+        if self.show:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=stderr_console()
+            )
+            progress.start()
+            self._progress, self._task = progress, progress.add_task("reading", total=None)
+        return self.tick
+
+    def tick(self) -> None:
+        self.count += 1
+        if self._progress is not None:
+            self._progress.update(self._task, description=f"{self.count} threads")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _text_console() -> Console:
+    """stdout's console; piped or redirected, wide enough that table rows stay whole lines."""
+    console = stdout_console()
+    if not console.is_terminal:
+        console.width = max(console.width, PIPED_WIDTH)
+    return console
+
+
+def _emit(threads: Iterator[ThreadInspection], scope: InspectionScope, output_format: InspectFormat) -> int:
+    """Write the threads in `output_format` as they come; returns how many there were."""
+    count = 0
+
+    def counted() -> Iterator[ThreadInspection]:
+        nonlocal count
+        for thread in threads:
+            count += 1
+            yield thread
+
+    if output_format is InspectFormat.json:
+        from deerflow_ckpt.report.inspect_json import iter_threads_json
+
+        for piece in iter_threads_json(scope, counted()):
+            sys.stdout.write(piece)
+    elif output_format is InspectFormat.csv:
+        from deerflow_ckpt.report.inspect_csv import iter_threads_csv
+
+        for piece in iter_threads_csv(counted()):
+            sys.stdout.write(piece)
+    else:
+        from deerflow_ckpt.report.inspect_text import render_thread
+
+        console = _text_console()
+        console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+        for thread in counted():
+            console.print()
+            render_thread(thread, scope, console)
+    return count
+
+
+@inspect_app.command("thread")
+def thread(
+    thread_ids: list[str] | None = typer.Argument(
+        None, metavar="[THREAD_ID]...", help="Threads to inspect.", show_default=False
+    ),
+    top: int | None = typer.Option(None, "--top", min=1, help="Inspect the N heaviest threads instead."),
+    by: RankChoice = typer.Option(
+        "size", "--by", help="What --top ranks by: stored bytes, checkpoints, or the largest replay depth."
+    ),
+    all_threads: bool = typer.Option(False, "--all", help="Inspect every thread."),
+    namespace: str = typer.Option(
+        "", "--ns", help="Namespace to show (default: the conversation ''); the others are summarised apart."
+    ),
+    what_if: str | None = typer.Option(
+        None,
+        "--what-if",
+        help="Cadences for the what-if, comma-separated (default 1,10,100,1000); the expected K is always added.",
+        show_default=False,
+    ),
+    output_format: InspectFormat = FORMAT_OPTION,
+    db: str | None = database_options.DB_OPTION,
+    schema: str = database_options.SCHEMA_OPTION,
+    config: Path | None = database_options.CONFIG_OPTION,
+    cadence: int | None = database_options.CADENCE_OPTION,
+    max_supersteps: int = MAX_SUPERSTEPS_OPTION,
+    immutable: bool = database_options.IMMUTABLE_OPTION,
+) -> None:
+    """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
+
+    Name threads, or pick them with --top N (--by size|checkpoints|replay-depth) or --all. Exit 2 when a
+    named thread does not exist.
+    """
+    from deerflow_ckpt.analysis.capacity import InspectSettings, RankBy, TopThreads
+
+    chosen = sum((bool(thread_ids), top is not None, all_threads))
+    if chosen != 1:
+        raise typer.BadParameter("name THREAD_IDs, or pass --top N, or --all (exactly one of them)")
+    cadences = parse_what_if(what_if)
+    reader, scope = _open(
+        db,
+        schema,
+        config,
+        cadence,
+        immutable,
+        lambda expected: InspectSettings(expected, cadences, max_supersteps),
+    )
+    if thread_ids:
+        _emit(_named_threads(reader, scope, thread_ids, namespace), scope, output_format)
+        return
+    show = output_format is InspectFormat.text and sys.stderr.isatty()
+    with _ThreadCounter(show) as tick:
+        every = _every_thread(reader, scope.backend, scope.settings, namespace, tick)
+        if top is not None:
+            ranking = TopThreads(top, RankBy(by))
+            for inspected in every:
+                ranking.add(inspected)
+            threads: Iterator[ThreadInspection] = iter(ranking.result())
+        else:
+            threads = every
+        shown = _emit(threads, scope, output_format)
+    if shown == 0:
+        where = f" with namespace {namespace!r}" if namespace else ""
+        raise StoreError(f"no threads{where} in {scope.database}")
+
+
+@inspect_app.command("summary")
+def summary(
+    heaviest: int = typer.Option(10, "--heaviest", min=0, help="How many of the heaviest threads to list."),
+    output_format: InspectFormat = FORMAT_OPTION,
+    db: str | None = database_options.DB_OPTION,
+    schema: str = database_options.SCHEMA_OPTION,
+    config: Path | None = database_options.CONFIG_OPTION,
+    cadence: int | None = database_options.CADENCE_OPTION,
+    max_supersteps: int = MAX_SUPERSTEPS_OPTION,
+    immutable: bool = database_options.IMMUTABLE_OPTION,
+) -> None:
+    """The whole database at a glance: threads by mode, inferred K across threads, bytes by kind, heaviest threads."""
+    from deerflow_ckpt.analysis.capacity import DatabaseSummary, InspectSettings
+
+    reader, scope = _open(
+        db, schema, config, cadence, immutable, lambda expected: InspectSettings(expected, (), max_supersteps)
+    )
+    result = DatabaseSummary(heaviest_limit=heaviest)
+    show = output_format is InspectFormat.text and sys.stderr.isatty()
+    with _ThreadCounter(show) as tick:
+        for inspected in _every_thread(reader, scope.backend, scope.settings, None, tick):
+            result.add(inspected)
+    if output_format is InspectFormat.json:
+        from deerflow_ckpt.report.inspect_json import summary_to_json
+
+        sys.stdout.write(summary_to_json(scope, result))
+    elif output_format is InspectFormat.csv:
+        from deerflow_ckpt.report.inspect_csv import summary_to_csv
+
+        sys.stdout.write(summary_to_csv(result))
+    else:
+        from deerflow_ckpt.report.inspect_text import render_summary
+
+        render_summary(result, scope, _text_console())
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(inspect_app, name="inspect")

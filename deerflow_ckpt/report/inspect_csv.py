@@ -1,0 +1,57 @@
+"""`ckpt inspect`'s histograms as long ("tidy") CSV: one row per bucket.
+
+Columns: thread_id, checkpoint_ns, metric, lower (inclusive), upper (exclusive; empty when
+unbounded), count. Metrics: `snapshot_interval` (cadence-triggered, by the counters),
+`snapshot_interval_chain` (the same snapshots along the chain), `forced_interval.<trigger>`,
+`open_tail` (one row: the writes since the last snapshot), and for the summary `inferred_cadence`
+(threads per inferred K).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator
+
+from deerflow_ckpt.analysis.capacity import DatabaseSummary, LineageInspection, ThreadInspection
+from deerflow_ckpt.analysis.histogram import Histogram, histogram
+
+HEADER = ("thread_id", "checkpoint_ns", "metric", "lower", "upper", "count")
+Row = tuple[str | int, ...]
+
+
+def _bucket_rows(thread_id: str, ns: str, metric: str, values: Histogram) -> Iterator[Row]:
+    for bucket in values.buckets:
+        yield (thread_id, ns, metric, bucket.lower, "" if bucket.upper is None else bucket.upper, bucket.count)
+
+
+def lineage_rows(inspection: LineageInspection) -> Iterator[Row]:
+    thread_id, ns, intervals = inspection.thread_id, inspection.checkpoint_ns, inspection.intervals
+    yield from _bucket_rows(thread_id, ns, "snapshot_interval", intervals.counters)
+    yield from _bucket_rows(thread_id, ns, "snapshot_interval_chain", intervals.chain)
+    for trigger in sorted({f.trigger for f in intervals.forced}):
+        forced = histogram(f.counter_interval for f in intervals.forced if f.trigger is trigger)
+        yield from _bucket_rows(thread_id, ns, f"forced_interval.{trigger.value}", forced)
+    tail = intervals.open_tail
+    yield (thread_id, ns, "open_tail", tail, tail + 1, 1)
+
+
+def _lines(rows: Iterable[Row]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def iter_threads_csv(threads: Iterable[ThreadInspection]) -> Iterator[str]:
+    """The header, then each thread's rows as it comes."""
+    yield _lines([HEADER])
+    for thread in threads:
+        yield _lines(lineage_rows(thread.shown))
+
+
+def threads_to_csv(threads: Iterable[ThreadInspection]) -> str:
+    return "".join(iter_threads_csv(threads))
+
+
+def summary_to_csv(summary: DatabaseSummary) -> str:
+    return _lines([HEADER, *_bucket_rows("", "", "inferred_cadence", summary.cadence_distribution)])

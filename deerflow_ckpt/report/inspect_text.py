@@ -1,0 +1,355 @@
+"""`ckpt inspect`'s text report: rich tables and horizontal bar histograms.
+
+Bars are rich.bar.Bar (eighth-cell blocks); any non-zero count gets at least one eighth so it never
+looks like zero. A console that cannot encode block characters gets '#' bars instead (rich would
+raise UnicodeEncodeError). Colour is rich's: off when piped and under NO_COLOR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.bar import Bar
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from deerflow_ckpt.analysis.capacity import (
+    CadenceReport,
+    CadenceStatus,
+    DatabaseSummary,
+    InspectionScope,
+    IntervalReport,
+    LineageInspection,
+    NamespaceGroup,
+    StorageBytes,
+    ThreadInspection,
+    WhatIf,
+)
+from deerflow_ckpt.analysis.histogram import Bucket, Histogram
+from deerflow_ckpt.store.records import Backend
+
+MAX_BAR_WIDTH = 40
+_STATUS_STYLE = {
+    CadenceStatus.MATCHES: "green",
+    CadenceStatus.INFERRED: "green",
+    CadenceStatus.DIFFERS: "bold red",
+    CadenceStatus.MIXED_WRITERS: "bold red",
+}
+
+
+def can_draw_blocks(console: Console) -> bool:
+    return console.encoding.lower().replace("-", "").startswith("utf")
+
+
+class CountBar:
+    """A bar of `count` against `largest`, at least one tick when `count` is not zero."""
+
+    def __init__(self, count: int, largest: int, width: int, blocks: bool) -> None:
+        self.count, self.largest, self.width, self.blocks = count, largest, width, blocks
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = min(self.width, options.max_width)
+        if self.count <= 0 or self.largest <= 0:
+            yield Segment(" " * width)
+            return
+        if not self.blocks:
+            cells = max(1, round(width * self.count / self.largest))
+            yield Segment("#" * cells + " " * (width - cells))
+            return
+        # One eighth of a cell, nudged up so Bar's int() truncation cannot round it away.
+        smallest = self.largest / (width * 8) * 1.001
+        yield Bar(self.largest, 0, max(self.count, smallest), width=width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(self.width, self.width)
+
+
+def _bar_width(console: Console) -> int:
+    return max(10, min(MAX_BAR_WIDTH, console.width - 36))
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _table() -> Table:
+    return Table(box=None, show_edge=False, pad_edge=False, padding=(0, 1))
+
+
+def _indented(table: Table) -> Padding:
+    return Padding(table, (0, 0, 0, 2), expand=False)
+
+
+def _bucket_label(bucket: Bucket) -> str:
+    if bucket.upper is None:
+        return f">= {bucket.lower}"
+    if bucket.upper == bucket.lower + 1:
+        return str(bucket.lower)
+    return f"{bucket.lower}-{bucket.upper - 1}"
+
+
+def histogram_table(values: Histogram, heading: str, console: Console, counted: str = "count") -> Table:
+    """Counts per bucket with percentage and bar; labels are the half-open ranges written inclusively."""
+    table = _table()
+    table.add_column(heading, justify="right")
+    table.add_column(counted, justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("", no_wrap=True)
+    width, blocks, largest = _bar_width(console), can_draw_blocks(console), values.largest_bucket
+    for bucket in values.buckets:
+        share = f"{100 * bucket.count / values.count:.1f}%" if values.count else ""
+        table.add_row(_bucket_label(bucket), _n(bucket.count), share, CountBar(bucket.count, largest, width, blocks))
+    return table
+
+
+def _bounds(lower: int | None, upper: int | None) -> str:
+    if lower is not None and upper is not None:
+        return f"K in [{lower}, {upper}]"
+    if lower is not None:
+        return f"K >= {lower}"
+    if upper is not None:
+        return f"K <= {upper}"
+    return "no bounds"
+
+
+def short_cadence(cadence: CadenceReport) -> str:
+    if cadence.inferred is not None:
+        return f"K = {cadence.inferred}"
+    if cadence.status is CadenceStatus.MIXED_WRITERS:
+        return "mixed writers"
+    if cadence.status is CadenceStatus.NOT_DELTA:
+        return "full mode"
+    return _bounds(cadence.lower, cadence.upper)
+
+
+def cadence_line(cadence: CadenceReport, cadence_source: str, thread_id: str) -> Text:
+    bounds = _bounds(cadence.lower, cadence.upper)
+    expected = f"the expected K = {cadence.expected} (from {cadence_source})"
+    status = cadence.status
+    if status is CadenceStatus.MATCHES:
+        said = f"K = {cadence.inferred} ({bounds}), matches {expected}"
+    elif status is CadenceStatus.INFERRED:
+        said = f"K = {cadence.inferred} ({bounds}); no expected K (pass --cadence or a config)"
+    elif status is CadenceStatus.CONSISTENT:
+        said = f"{bounds}: not pinned down yet; {expected} lies within"
+    elif status is CadenceStatus.DIFFERS:
+        said = f"{bounds}, but {expected}: run `ckpt verify-shape --thread {thread_id}`"
+    elif status is CadenceStatus.OPEN:
+        said = f"{bounds}: not pinned down yet (no cadence-triggered snapshot closes it)"
+    elif status is CadenceStatus.MIXED_WRITERS:
+        said = (
+            f"mixed writers: the counters need K >= {cadence.lower} but a cadence snapshot closed after "
+            f"{cadence.upper} writes; run `ckpt verify-shape --thread {thread_id}`"
+        )
+    else:
+        said = "full mode: no snapshot cadence"
+    return Text.assemble(("Cadence: ", "bold"), (said, _STATUS_STYLE.get(status, "")))
+
+
+def _interval_notes(intervals: IntervalReport, thread_id: str) -> list[Text]:
+    tail = _plural(intervals.open_tail, "message-writing step")
+    notes = [Text(f"  open tail: {tail} since the last snapshot (an interval not closed yet)")]
+    by_trigger: dict[str, list[int]] = {}
+    for forced in intervals.forced:
+        by_trigger.setdefault(forced.trigger.value, []).append(forced.counter_interval)
+    for trigger, found in sorted(by_trigger.items()):
+        shown = ", ".join(str(v) for v in found[:12]) + (", ..." if len(found) > 12 else "")
+        notes.append(Text(f"  forced snapshots, {trigger}: {len(found)} (intervals {shown}; not in the histogram)"))
+    if not intervals.disagreements:
+        notes.append(Text("  writes counted along the chain agree with the counters"))
+    else:
+        first = intervals.disagreements[0]
+        where = f"step {first.step}" if first.step is not None else first.checkpoint_id
+        plural = "s" if len(intervals.disagreements) > 1 else ""
+        notes.append(
+            Text(
+                f"  the chain disagrees with the counters at {len(intervals.disagreements)} snapshot{plural} "
+                f"(first at {where}: {first.counter_interval} by the counters, {first.chain_interval} along the "
+                f"chain): run `ckpt verify-shape --thread {thread_id}`",
+                style="yellow",
+            )
+        )
+    return notes
+
+
+def storage_table(storage: StorageBytes, backend: Backend) -> Table:
+    table = _table()
+    table.add_column("stored in", justify="left")
+    table.add_column("bytes", justify="right")
+    table.add_column("%", justify="right")
+    rows = [
+        ("snapshot blobs", storage.snapshots),
+        ("message writes", storage.message_writes),
+        ("rest of the checkpoints", storage.checkpoints),
+        ("other writes", storage.other_writes),
+    ]
+    if backend is Backend.POSTGRES:
+        rows.append(("other blobs (full-mode lists among them)", storage.other_blobs))
+    total = storage.total
+    for label, value in rows:
+        table.add_row(label, _n(value), f"{100 * value / total:.1f}%" if total else "")
+    table.add_row(Text("total", style="bold"), Text(_n(total), style="bold"), "")
+    return table
+
+
+def what_if_table(what_if: WhatIf, cadence: CadenceReport) -> Table:
+    table = _table()
+    for heading in ("K", "stored", "bytes kept", "max replay", "max replay bytes", ""):
+        table.add_column(heading, justify="right" if heading else "left")
+    for row in what_if.rows:
+        if row.cadence is None:
+            label, stored, note = "full", f"{_n(row.stored_values)} lists", ""
+        else:
+            label, stored = str(row.cadence), f"{_n(row.stored_values)} snapshots"
+            note = "expected" if row.cadence == cadence.expected else ""
+            note = note or ("inferred" if row.cadence == cadence.inferred else "")
+        table.add_row(
+            label, stored, _n(row.retained_bytes), _n(row.worst_replay_depth), _n(row.worst_replay_bytes), note
+        )
+    return table
+
+
+def what_if_notes(what_if: WhatIf, backend: Backend) -> list[Text]:
+    full = "a list in every checkpoint" if backend is Backend.SQLITE else "a list blob per message-writing step"
+    notes = [
+        Text(
+            f"  model: this lineage's {_plural(what_if.message_writing_steps, 'message-writing step')} replayed; "
+            "a snapshot at every K-th holds every message written so far"
+        ),
+        Text(f"  full mode stores {full}; max replay counts the writes a read replays after the last snapshot"),
+    ]
+    check = what_if.check
+    if check is not None:
+        measured = f"the {_plural(check.snapshots, 'snapshot')} stored here measure {_n(check.measured_bytes)} bytes"
+        if check.exact:
+            notes.append(Text(f"  model check: {measured}, exactly as modelled", style="green"))
+        else:
+            notes.append(
+                Text(
+                    f"  model check: {measured}, modelled {_n(check.modelled_bytes)}: writes here re-send, remove "
+                    "or replace messages, so read the bytes kept as estimates",
+                    style="yellow",
+                )
+            )
+    if not what_if.append_only:
+        notes.append(Text("  removals or Overwrite were written: the model keeps every written message"))
+    return notes
+
+
+def render_lineage(inspection: LineageInspection, scope: InspectionScope, console: Console) -> None:
+    thread_id = inspection.thread_id
+    console.print(
+        f"  {_n(inspection.checkpoints)} checkpoints, {_n(inspection.message_writing_steps)} message-writing steps, "
+        f"{_n(inspection.snapshot_steps)} snapshot steps; replay depth {_n(inspection.replay_depth_head)} at the "
+        f"head, {_n(inspection.replay_depth_max)} at most"
+    )
+    intervals = inspection.intervals
+    console.print(Text("Snapshot intervals (message-writing steps between snapshots, by the counters)", style="bold"))
+    if intervals.counters.count:
+        console.print(_indented(histogram_table(intervals.counters, "interval", console)))
+    else:
+        console.print("  no cadence-triggered snapshot")
+    for note in _interval_notes(intervals, thread_id):
+        console.print(note)
+    console.print(cadence_line(inspection.cadence, scope.cadence_source, thread_id))
+    console.print(Text("Storage (stored column lengths)", style="bold"))
+    console.print(_indented(storage_table(inspection.storage, inspection.backend)))
+    if inspection.what_if is not None:
+        console.print(Text("What-if: another cadence K for this lineage", style="bold"))
+        console.print(_indented(what_if_table(inspection.what_if, inspection.cadence)))
+        for note in what_if_notes(inspection.what_if, inspection.backend):
+            console.print(note)
+
+
+def _group_cadence(group: NamespaceGroup) -> str:
+    bounds = group.bounds
+    if bounds.contradictory:
+        return f"mixed (K >= {bounds.lower}, K <= {bounds.upper})"
+    if bounds.inferred is not None:
+        return f"K = {bounds.inferred}"
+    return _bounds(bounds.lower, bounds.upper)
+
+
+def subgraph_table(groups: Iterable[NamespaceGroup]) -> Table:
+    table = _table()
+    for heading in ("namespace", "lineages", "checkpoints", "writing steps", "snapshots", "cadence", "bytes"):
+        table.add_column(heading, justify="left" if heading in ("namespace", "cadence") else "right")
+    for group in groups:
+        table.add_row(
+            group.pattern,
+            _n(group.lineages),
+            _n(group.checkpoints),
+            _n(group.message_writing_steps),
+            _n(group.snapshot_steps),
+            _group_cadence(group),
+            _n(group.storage.total),
+        )
+    return table
+
+
+def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Console) -> None:
+    shown = thread.shown
+    ns = "conversation ''" if shown.checkpoint_ns == "" else repr(shown.checkpoint_ns)
+    title = Text.assemble(("Thread ", "bold"), (thread.thread_id, "bold cyan"), f"  namespace {ns}, {shown.kind}")
+    console.print(title)
+    render_lineage(shown, scope, console)
+    if thread.subgraphs:
+        console.print(Text("Subgraph namespaces (their own cadence; summarised apart, not in the histogram)", "bold"))
+        console.print(_indented(subgraph_table(thread.subgraphs)))
+
+
+def render_threads(threads: list[ThreadInspection], scope: InspectionScope, console: Console) -> None:
+    console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+    for thread in threads:
+        console.print()
+        render_thread(thread, scope, console)
+
+
+def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console) -> None:
+    kinds = summary.kinds
+    console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+    console.print(
+        f"  {_n(summary.threads)} threads ({_n(kinds.get('delta', 0))} delta, {_n(kinds.get('full', 0))} full, "
+        f"{_n(kinds.get('migrated', 0))} migrated), {_n(summary.lineages)} lineages, "
+        f"{_n(summary.checkpoints)} checkpoints"
+    )
+    if scope.settings.expected_cadence is not None:
+        console.print(f"  expected K = {scope.settings.expected_cadence} (from {scope.cadence_source})")
+    console.print(Text("Inferred K across threads (conversation namespace)", style="bold"))
+    distribution = summary.cadence_distribution
+    if distribution.count:
+        console.print(_indented(histogram_table(distribution, "K", console, "threads")))
+    else:
+        console.print("  no thread's K is pinned down")
+    if summary.unsettled:
+        parts = ", ".join(f"{status.replace('_', ' ')} {n}" for status, n in sorted(summary.unsettled.items()))
+        console.print(f"  not pinned down: {parts}")
+    console.print(Text("Storage (stored column lengths)", style="bold"))
+    console.print(_indented(storage_table(summary.storage, scope.backend)))
+    if summary.heaviest:
+        console.print(Text("Heaviest threads", style="bold"))
+        table = _table()
+        table.add_column("thread", overflow="fold")
+        table.add_column("mode")
+        for heading in ("checkpoints", "bytes", "snapshot bytes", "max replay"):
+            table.add_column(heading, justify="right", no_wrap=True)
+        table.add_column("cadence", no_wrap=True)
+        for thread in summary.heaviest:
+            table.add_row(
+                thread.thread_id,
+                thread.shown.kind,
+                _n(thread.checkpoints),
+                _n(thread.storage.total),
+                _n(thread.storage.snapshots),
+                _n(thread.shown.replay_depth_max),
+                short_cadence(thread.shown.cadence),
+            )
+        console.print(_indented(table))
