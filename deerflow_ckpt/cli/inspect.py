@@ -7,6 +7,7 @@ on the command line is read with a thread_id condition, so its cost does not gro
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -160,6 +161,9 @@ class _ThreadCounter:
 def _text_console() -> Console:
     """stdout's console; piped or redirected, wide enough that table rows stay whole lines."""
     console = stdout_console()
+    # no-color.org: any non-empty NO_COLOR turns colour off (stdout_console's no_color=False would not).
+    if os.environ.get("NO_COLOR"):
+        console.no_color = True
     if not console.is_terminal:
         console.width = max(console.width, PIPED_WIDTH)
     return console
@@ -243,7 +247,9 @@ def thread(
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
     )
     if thread_ids:
-        _emit(_named_threads(reader, scope, thread_ids, namespace), scope, output_format)
+        # Read every named thread first: an unknown one fails before any output is written.
+        named = list(_named_threads(reader, scope, thread_ids, namespace))
+        _emit(iter(named), scope, output_format)
         return
     show = output_format is InspectFormat.text and sys.stderr.isatty()
     with _ThreadCounter(show) as tick:

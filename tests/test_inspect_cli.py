@@ -1,0 +1,227 @@
+"""`ckpt inspect thread` and `ckpt inspect summary` through the command line, on SQLite and Postgres.
+
+Formats, exits, unknown threads and namespaces, --top/--by/--all, --what-if, and the terminal
+conventions (ASCII fallback, NO_COLOR) in a real subprocess where the encoding matters.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from deerflow_ckpt.analysis.capacity import DEFAULT_WHAT_IF, RankBy
+from deerflow_ckpt.cli import inspect as inspect_cli
+from deerflow_ckpt.cli.app import app
+from tests.conftest import BuiltDatabase
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+COLOUR_SGR = re.compile(r"\x1b\[[0-9;]*(?:3[0-9]|9[0-7]|38;[0-9;]+)m")
+
+
+@pytest.fixture(params=BACKENDS)
+def built(request: pytest.FixtureRequest) -> BuiltDatabase:
+    database: BuiltDatabase = request.getfixturevalue(f"built_{request.param}")
+    return database
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, ["inspect", *args], env=env)
+
+
+def db_args(built: BuiltDatabase) -> list[str]:
+    return ["--db", built.db, *(["--schema", built.schema] if built.schema else [])]
+
+
+def as_json(built: BuiltDatabase, *args: str) -> dict[str, Any]:
+    result = run(*args, *db_args(built), "--format", "json")
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_rank_choices_match_the_analysis() -> None:
+    assert set(inspect_cli.RankChoice.__args__) == {by.value for by in RankBy}
+
+
+def test_text_report(built: BuiltDatabase) -> None:
+    result = run("thread", "clean-delta-k3", *db_args(built), "--cadence", "3")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for expected in (
+        "Thread clean-delta-k3",
+        "Snapshot intervals",
+        "open tail: 0 message-writing steps",
+        "Cadence: K = 3 (K in [3, 3]), matches the expected K = 3 (from --cadence)",
+        "Storage (stored column lengths)",
+        "What-if",
+        "exactly as modelled",
+    ):
+        assert expected in out
+    assert "█" in out
+    assert "\x1b[" not in out  # not a terminal: no escape codes at all
+    assert "inspecting" in result.stderr and "inspecting" not in out
+
+
+def test_json_document(built: BuiltDatabase) -> None:
+    document = as_json(built, "thread", "clean-delta-k10", "overwrite-node-k10")
+    assert document["schema_version"] == 1
+    assert document["command"] == "inspect thread"
+    assert document["database"]["backend"] == built.backend
+    assert [t["thread_id"] for t in document["threads"]] == ["clean-delta-k10", "overwrite-node-k10"]
+    shown = document["threads"][0]["shown"]
+    counters, chain = shown["intervals"]["metrics"]
+    assert (counters["method"], chain["method"]) == ("counters", "chain")
+    assert counters["buckets"] == [{"lower": 10, "upper": 11, "count": counters["count"]}]
+    assert shown["cadence"]["inferred"] == 10
+    cadences = [row["cadence"] for row in shown["what_if"]["rows"]]
+    assert cadences == [*sorted(DEFAULT_WHAT_IF), None]
+    assert shown["what_if"]["model_check"]["exact"] is True
+    forced = document["threads"][1]["shown"]["intervals"]["forced"]
+    assert [f["trigger"] for f in forced] == ["overwrite"]
+    assert document["threads"][1]["shown"]["what_if"]["append_only"] is False
+
+
+def test_what_if_cadences(built: BuiltDatabase) -> None:
+    document = as_json(built, "thread", "clean-delta-k3", "--what-if", "1,5,50", "--cadence", "7")
+    rows = document["threads"][0]["shown"]["what_if"]["rows"]
+    assert [row["cadence"] for row in rows] == [1, 5, 7, 50, None]
+    document = as_json(built, "thread", "clean-delta-k3", "--what-if", "2")
+    assert [row["cadence"] for row in document["threads"][0]["shown"]["what_if"]["rows"]] == [2, 3, None]
+    for bad in ("a,b", "0", ","):
+        result = run("thread", "clean-delta-k3", *db_args(built), "--what-if", bad)
+        assert result.exit_code == 2, bad
+
+
+def test_csv_matches_the_json_buckets(built: BuiltDatabase) -> None:
+    threads = ("mixed-writers-k10-k1000-k10", "fault-ck204-stripped-snapshot")
+    result = run("thread", *threads, *db_args(built), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["thread_id", "checkpoint_ns", "metric", "lower", "upper", "count"]
+    document = as_json(built, "thread", *threads)
+    names = ("snapshot_interval", "snapshot_interval_chain")
+    for thread in document["threads"]:
+        for metric, name in zip(thread["shown"]["intervals"]["metrics"], names, strict=True):
+            expected = [(b["lower"], b["upper"], b["count"]) for b in metric["buckets"]]
+            got = [
+                (int(r["lower"]), int(r["upper"]), int(r["count"]))
+                for r in rows
+                if r["thread_id"] == thread["thread_id"] and r["metric"] == name
+            ]
+            assert got == expected
+        tail = [r for r in rows if r["thread_id"] == thread["thread_id"] and r["metric"] == "open_tail"]
+        assert [int(tail[0]["lower"])] == [thread["shown"]["intervals"]["open_tail"]]
+
+
+def test_unknown_thread_exits_2_before_any_output(built: BuiltDatabase) -> None:
+    for output_format in ("text", "json", "csv"):
+        result = run("thread", "clean-delta-k3", "no-such-thread", *db_args(built), "--format", output_format)
+        assert result.exit_code == 2
+        assert "no checkpoints for thread 'no-such-thread'" in result.stderr
+        assert result.stdout == ""
+
+
+def test_selection_is_exactly_one_of_ids_top_all(built: BuiltDatabase) -> None:
+    for args in ([], ["clean-delta-k3", "--all"], ["--top", "2", "--all"], ["clean-delta-k3", "--top", "1"]):
+        result = run("thread", *args, *db_args(built))
+        assert result.exit_code == 2, args
+        assert "exactly one" in result.output
+
+
+def test_namespaces(built: BuiltDatabase) -> None:
+    document = as_json(built, "thread", "subgraph-stable-k3", "--ns", "sub")
+    thread = document["threads"][0]
+    assert thread["shown"]["checkpoint_ns"] == "sub"
+    assert thread["subgraphs"] == []
+    default = as_json(built, "thread", "subgraph-percall-k3")["threads"][0]
+    assert default["shown"]["checkpoint_ns"] == ""
+    assert [g["namespace"] for g in default["subgraphs"]] == ["sub:*"]
+    missing = run("thread", "subgraph-stable-k3", "--ns", "nope", *db_args(built))
+    assert missing.exit_code == 2
+    assert "has no namespace 'nope'" in missing.stderr and "'sub'" in missing.stderr
+    only = as_json(built, "thread", "--all", "--ns", "sub")
+    assert [t["thread_id"] for t in only["threads"]] == ["subgraph-stable-k3"]
+
+
+def test_all_and_top(built: BuiltDatabase) -> None:
+    every = as_json(built, "thread", "--all")["threads"]
+    assert [t["thread_id"] for t in every] == sorted(t.thread_id for t in built.manifest.threads)
+    keys = {
+        "size": lambda t: t["storage"]["total"],
+        "checkpoints": lambda t: t["checkpoints"],
+        "replay-depth": lambda t: t["shown"]["replay_depth"]["max"],
+    }
+    for by, key in keys.items():
+        ranked = sorted(every, key=lambda t: (-key(t), t["thread_id"]))
+        top = as_json(built, "thread", "--top", "4", "--by", by)["threads"]
+        assert [t["thread_id"] for t in top] == [t["thread_id"] for t in ranked[:4]], by
+
+
+def test_summary(built: BuiltDatabase) -> None:
+    every = as_json(built, "thread", "--all")["threads"]
+    summary = as_json(built, "summary", "--heaviest", "3")["summary"]
+    assert summary["threads"] == len(built.manifest.threads)
+    modes = Counter(t["shown"]["mode"] for t in every)
+    assert summary["modes"] == {mode: modes.get(mode, 0) for mode in ("delta", "full", "migrated")}
+    assert summary["modes"]["migrated"] == len(built.manifest.by_scenario("migration"))
+    inferred = Counter(t["shown"]["cadence"]["inferred"] for t in every if t["shown"]["cadence"]["inferred"])
+    buckets = summary["inferred_cadence"]["buckets"]
+    assert {b["lower"]: b["count"] for b in buckets} == dict(inferred)
+    assert all(b["upper"] == b["lower"] + 1 for b in buckets)
+    assert summary["storage"]["total"] == sum(t["storage"]["total"] for t in every)
+    heaviest = sorted(every, key=lambda t: (-t["storage"]["total"], t["thread_id"]))[:3]
+    assert [h["thread_id"] for h in summary["heaviest"]] == [t["thread_id"] for t in heaviest]
+    assert summary["unsettled_cadence"]["mixed_writers"] == len(built.manifest.by_scenario("mixed-writers"))
+    text = run("summary", *db_args(built))
+    assert text.exit_code == 0, text.output
+    assert "Inferred K across threads" in text.stdout and "Heaviest threads" in text.stdout
+    table = run("summary", *db_args(built), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert {int(r["lower"]): int(r["count"]) for r in rows if r["metric"] == "inferred_cadence"} == dict(inferred)
+
+
+def _subprocess(built: BuiltDatabase, extra_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "PYTHONIOENCODING")}
+    env.update(extra_env)
+    command = [sys.executable, "-m", "deerflow_ckpt", "inspect", *args, *db_args(built)]
+    return subprocess.run(command, env=env, capture_output=True, check=False, timeout=120)
+
+
+def test_ascii_terminal_gets_hash_bars(built_sqlite: BuiltDatabase) -> None:
+    """rich raises UnicodeEncodeError on an ASCII stdout; the report falls back to '#' bars."""
+    for command in (["thread", "mixed-writers-k10-k1000-k10"], ["summary"]):
+        done = _subprocess(built_sqlite, {"PYTHONIOENCODING": "ascii"}, *command)
+        assert done.returncode == 0, done.stderr.decode()
+        out = done.stdout.decode("ascii")  # raises if anything non-ASCII was written
+        assert re.search(r"\s#+\s", out), out
+
+
+def test_colour_follows_force_color_and_no_color(built_sqlite: BuiltDatabase) -> None:
+    args = ("thread", "clean-delta-k3", "--cadence", "3")
+    forced = _subprocess(built_sqlite, {"FORCE_COLOR": "1"}, *args)
+    assert COLOUR_SGR.search(forced.stdout.decode())
+    plain = _subprocess(built_sqlite, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, *args)
+    assert plain.returncode == 0
+    assert not COLOUR_SGR.search(plain.stdout.decode())
+    machine = _subprocess(built_sqlite, {"FORCE_COLOR": "1"}, *args, "--format", "json")
+    assert b"\x1b" not in machine.stdout
+    json.loads(machine.stdout)
+
+
+def test_help_imports_nothing_heavy() -> None:
+    from tests.test_import_cost import probe
+
+    for args in (["inspect", "--help"], ["inspect", "thread", "--help"], ["inspect", "summary", "--help"]):
+        report = probe(*args)
+        assert report["code"] == 0
+        assert report["loaded"] == [], args
