@@ -203,7 +203,7 @@ def _emit(threads: Iterator[ThreadInspection], scope: InspectionScope, output_fo
 @inspect_app.command("thread")
 def thread(
     thread_ids: list[str] | None = typer.Argument(
-        None, metavar="[THREAD_ID]...", help="Threads to inspect.", show_default=False
+        None, metavar="THREAD_ID", help="Threads to inspect.", show_default=False
     ),
     top: int | None = typer.Option(None, "--top", min=1, help="Inspect the N heaviest threads instead."),
     by: RankChoice = typer.Option(
