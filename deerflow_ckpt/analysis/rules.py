@@ -127,6 +127,76 @@ RULES: dict[str, Rule] = {
             "a full-mode process wrote into a delta thread without conversion; run every process in the "
             "same mode, materialize and convert before switching to full",
         ),
+        # Config rules: what DeerFlow makes of config.yaml (lint-config, migrate-config).
+        Rule(
+            "CK500",
+            Severity.ERROR,
+            "config DeerFlow cannot load",
+            "DeerFlow refuses to start with this file; fix the value or syntax the message names",
+        ),
+        Rule(
+            "CK501",
+            Severity.WARNING,
+            "deprecated flat cadence key",
+            "DeerFlow carries it forward with a warning on every load; run ckpt migrate-config",
+        ),
+        Rule(
+            "CK502",
+            Severity.ERROR,
+            "both cadence keys set with different values",
+            "the nested key wins and the legacy cadence is silently dropped; keep the value you mean under "
+            "checkpoint_delta",
+        ),
+        Rule(
+            "CK503",
+            Severity.ERROR,
+            "checkpoint_delta is not a mapping",
+            "DeerFlow rejects the section and ignores the legacy key; make checkpoint_delta a mapping",
+        ),
+        Rule(
+            "CK504",
+            Severity.ERROR,
+            "boolean cadence read as 1",
+            "every message-writing step stores a full snapshot, worse than full mode; write the integer you mean",
+        ),
+        Rule(
+            "CK505",
+            Severity.WARNING,
+            "unknown key DeerFlow ignores",
+            "the setting has no effect (a misspelt snapshot_frequency leaves the default 10); fix the key name",
+        ),
+        Rule(
+            "CK506",
+            Severity.WARNING,
+            "checkpoint_delta set in full mode",
+            "the cadence is ignored while checkpoint_channel_mode is full; remove it or switch to delta",
+        ),
+        Rule(
+            "CK507",
+            Severity.WARNING,
+            "legacy checkpointer section overrides database",
+            "checkpoints go where checkpointer: says, not where database: says; remove the section or make "
+            "them agree",
+        ),
+        Rule(
+            "CK508",
+            Severity.WARNING,
+            "duplicate key",
+            "PyYAML silently keeps the last value; keep one key",
+        ),
+        Rule(
+            "CK509",
+            Severity.INFO,
+            "value read from an environment variable",
+            "DeerFlow resolves it at load time; check it in the environment every process runs with",
+        ),
+        Rule(
+            "CK510",
+            Severity.ERROR,
+            "configs sharing a database disagree",
+            "processes write the same checkpoints with different mode or cadence; give every config the same "
+            "values and restart them",
+        ),
     )
 }
 

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 from rich.console import Console
 
 
+def _console(file: TextIO, color: bool | None) -> Console:
+    # no_color=None (not False) so that rich still reads NO_COLOR when colour is left to it.
+    return Console(
+        file=file, highlight=False, soft_wrap=True, force_terminal=color, no_color=True if color is False else None
+    )
+
+
 def stdout_console(color: bool | None = None) -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True, force_terminal=color, no_color=color is False)
+    return _console(sys.stdout, color)
 
 
 def stderr_console(color: bool | None = None) -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True, force_terminal=color, no_color=color is False)
+    return _console(sys.stderr, color)
 
 
 def message(line: str) -> None:

@@ -1,0 +1,75 @@
+"""Options every reporting command shares for CI: --fail-on, --exit-zero, --color, --output, and delivery.
+
+Payload goes to stdout (or --output); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from deerflow_ckpt.analysis.rules import Severity
+from deerflow_ckpt.errors import OutputError
+from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.report.annotations import Annotation
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+class ColorChoice(StrEnum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+    def flag(self) -> bool | None:
+        """rich's force_terminal: None lets rich honour the TTY, NO_COLOR, FORCE_COLOR and TERM=dumb."""
+        return {"auto": None, "always": True, "never": False}[self.value]
+
+
+FAIL_ON_OPTION = typer.Option(Severity.ERROR, "--fail-on", help="Lowest severity that makes the exit code 1.")
+EXIT_ZERO_OPTION = typer.Option(
+    False, "--exit-zero", help="Exit 0 even when findings exist (2 still means the command could not run)."
+)
+COLOR_OPTION = typer.Option(
+    ColorChoice.auto, "--color", help="Colour in text output: auto honours the terminal, NO_COLOR and FORCE_COLOR."
+)
+OUTPUT_OPTION = typer.Option(
+    None, "--output", help="Write the report to this file instead of stdout.", show_default=False
+)
+
+
+def findings_exit(failing: bool, exit_zero: bool) -> ExitCode:
+    """1 when findings at or above --fail-on exist, unless --exit-zero."""
+    return ExitCode.FINDINGS if failing and not exit_zero else ExitCode.CLEAN
+
+
+def deliver(text: str, output: Path | None) -> None:
+    """The payload to stdout, or to --output."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+
+
+def deliver_github(command: str, annotations: Sequence[Annotation], output: Path | None, headline: str) -> None:
+    """Workflow commands as the payload, and the full list appended to $GITHUB_STEP_SUMMARY when set."""
+    from deerflow_ckpt.report.github import step_summary, workflow_commands
+
+    deliver(workflow_commands(annotations), output)
+    summary_path = os.environ.get(STEP_SUMMARY_ENV)
+    if not summary_path:
+        return
+    try:
+        with open(summary_path, "a", encoding="utf-8") as summary:
+            summary.write(step_summary(command, annotations, headline))
+    except OSError as exc:
+        raise OutputError(f"cannot append to ${STEP_SUMMARY_ENV} ({summary_path}): {exc.strerror or exc}") from exc

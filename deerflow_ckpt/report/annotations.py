@@ -1,0 +1,63 @@
+"""One finding as every CI format sees it: a registry rule, a severity, a message and where it is.
+
+Commands turn their own results into annotations; the GitHub and SARIF renderers read only these.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from deerflow_ckpt.analysis.rules import Severity, rule
+
+
+@dataclass(frozen=True)
+class FileSpot:
+    """A place in a config file; line is 1-based, None for the whole file."""
+
+    path: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointSpot:
+    """A place in a checkpoint database: the thread, its namespace and, where known, the checkpoint."""
+
+    thread_id: str
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    step: int | None = None
+
+    def describe(self) -> str:
+        parts = [f"thread {self.thread_id}"]
+        if self.checkpoint_ns:
+            parts.append(f"namespace {self.checkpoint_ns}")
+        if self.checkpoint_id is not None:
+            parts.append(f"checkpoint {self.checkpoint_id}")
+        if self.step is not None:
+            parts.append(f"step {self.step}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Annotation:
+    rule: str
+    # Usually the rule's severity; a command may raise or lower it for one finding.
+    severity: Severity
+    message: str
+    where: FileSpot | CheckpointSpot | None = None
+
+    @property
+    def title(self) -> str:
+        return f"{self.rule} {rule(self.rule).title}"
+
+
+def severity_counts(annotations: Iterable[Annotation]) -> dict[str, int]:
+    """Findings per severity, every severity present (zero included), most severe first."""
+    counts = Counter(annotation.severity for annotation in annotations)
+    return {severity.value: counts.get(severity, 0) for severity in Severity}
+
+
+def at_or_above(annotations: Iterable[Annotation], threshold: Severity) -> int:
+    return sum(1 for annotation in annotations if annotation.severity.rank >= threshold.rank)
