@@ -29,6 +29,11 @@ class Rule:
     # What the operator loses, and what to do about it.
     impact: str
 
+    @property
+    def about_config(self) -> bool:
+        """CK5xx rules judge config files; CK1xx-CK4xx judge checkpoint databases."""
+        return self.code.startswith("CK5")
+
 
 RULES: dict[str, Rule] = {
     rule.code: rule

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -9,9 +10,16 @@ from rich.console import Console
 
 
 def _console(file: TextIO, color: bool | None) -> Console:
-    # no_color=None (not False) so that rich still reads NO_COLOR when colour is left to it.
+    # None leaves the choice to rich (TTY, FORCE_COLOR, TERM=dumb); an explicit --color wins over them.
+    plain = color is False or (color is None and os.environ.get("NO_COLOR", "") != "")
+    # rich's own no_color keeps bold and underline; NO_COLOR and --color never mean no escape codes at all.
     return Console(
-        file=file, highlight=False, soft_wrap=True, force_terminal=color, no_color=True if color is False else None
+        file=file,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=color,
+        no_color=plain,
+        color_system=None if plain else "auto",
     )
 
 

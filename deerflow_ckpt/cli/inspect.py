@@ -7,7 +7,6 @@ on the command line is read with a thread_id condition, so its cost does not gro
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.cli import database_options
+from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
 from deerflow_ckpt.errors import StoreError
 
@@ -158,18 +158,17 @@ class _ThreadCounter:
             self._progress.stop()
 
 
-def _text_console() -> Console:
+def _text_console(color: ColorChoice) -> Console:
     """stdout's console; piped or redirected, wide enough that table rows stay whole lines."""
-    console = stdout_console()
-    # no-color.org: any non-empty NO_COLOR turns colour off (stdout_console's no_color=False would not).
-    if os.environ.get("NO_COLOR"):
-        console.no_color = True
+    console = stdout_console(color.flag())
     if not console.is_terminal:
         console.width = max(console.width, PIPED_WIDTH)
     return console
 
 
-def _emit(threads: Iterator[ThreadInspection], scope: InspectionScope, output_format: InspectFormat) -> int:
+def _emit(
+    threads: Iterator[ThreadInspection], scope: InspectionScope, output_format: InspectFormat, color: ColorChoice
+) -> int:
     """Write the threads in `output_format` as they come; returns how many there were."""
     count = 0
 
@@ -192,7 +191,7 @@ def _emit(threads: Iterator[ThreadInspection], scope: InspectionScope, output_fo
     else:
         from deerflow_ckpt.report.inspect_text import render_thread
 
-        console = _text_console()
+        console = _text_console(color)
         console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
         for thread in counted():
             console.print()
@@ -226,6 +225,7 @@ def thread(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
 
@@ -249,7 +249,7 @@ def thread(
     if thread_ids:
         # Read every named thread first: an unknown one fails before any output is written.
         named = list(_named_threads(reader, scope, thread_ids, namespace))
-        _emit(iter(named), scope, output_format)
+        _emit(iter(named), scope, output_format, color)
         return
     show = output_format is InspectFormat.text and sys.stderr.isatty()
     with _ThreadCounter(show) as tick:
@@ -261,7 +261,7 @@ def thread(
             threads: Iterator[ThreadInspection] = iter(ranking.result())
         else:
             threads = every
-        shown = _emit(threads, scope, output_format)
+        shown = _emit(threads, scope, output_format, color)
     if shown == 0:
         where = f" with namespace {namespace!r}" if namespace else ""
         raise StoreError(f"no threads{where} in {scope.database}")
@@ -277,6 +277,7 @@ def summary(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, inferred K across threads, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.capacity import DatabaseSummary, InspectSettings
@@ -300,7 +301,7 @@ def summary(
     else:
         from deerflow_ckpt.report.inspect_text import render_summary
 
-        render_summary(result, scope, _text_console())
+        render_summary(result, scope, _text_console(color))
 
 
 def register(app: typer.Typer) -> None:

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import typer
 
+from deerflow_ckpt.analysis.rules import Severity
+from deerflow_ckpt.cli import ci_options
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report import migration as report
+from deerflow_ckpt.report.annotations import at_or_above
+from deerflow_ckpt.report.diff import colorize_diff
 
 STDIN = "-"
 
@@ -20,6 +24,8 @@ STDIN = "-"
 class MigrateFormat(StrEnum):
     text = "text"
     json = "json"
+    github = "github"
+    sarif = "sarif"
 
 
 def _write_stdout(data: str | bytes) -> None:
@@ -72,8 +78,14 @@ def migrate_config(
         STDIN, "--stdin-filename", help="Name to report for standard input.", show_default=False
     ),
     output_format: MigrateFormat = typer.Option(
-        MigrateFormat.text, "--format", help="text, or json: one result object per file on stdout."
+        MigrateFormat.text,
+        "--format",
+        help="text; json (one result object per file); github (workflow annotations, plus "
+        "$GITHUB_STEP_SUMMARY); sarif (2.1.0). Machine formats replace the diff or file on stdout.",
     ),
+    fail_on: Severity = ci_options.FAIL_ON_OPTION,
+    exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
+    color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """Rewrite database.checkpoint_delta_snapshot_frequency into database.checkpoint_delta.snapshot_frequency.
 
@@ -88,23 +100,48 @@ def migrate_config(
             outcomes.append(migrate_stream(typer.get_binary_stream("stdin").read(), stdin_filename))
         else:
             outcomes.append(migrate_path(Path(target), mode))
-    exit_code = max((outcome.exit_code(mode) for outcome in outcomes), default=ExitCode.CLEAN)
+    exit_code = _exit_code(outcomes, mode, fail_on, exit_zero)
+    colored_diff = output_format is MigrateFormat.text and diff and _stdout_in_colour(color)
 
     for outcome in outcomes:
         for diagnostic in outcome.result.diagnostics:
             _stderr(report.diagnostic_line(outcome.name, diagnostic))
         if output_format is MigrateFormat.text:
-            _emit_text_payload(outcome, mode, diff)
+            _emit_text_payload(outcome, mode, diff, colored_diff)
             _stderr(report.summary_line(outcome, mode))
     if output_format is MigrateFormat.json:
         _write_stdout(report.to_json(outcomes, mode, int(exit_code), include_diff=diff))
+    elif output_format is MigrateFormat.github:
+        ci_options.deliver_github("migrate-config", report.annotations_of(outcomes), None, report.headline(outcomes))
+    elif output_format is MigrateFormat.sarif:
+        from deerflow_ckpt import __version__
+        from deerflow_ckpt.report.sarif import to_sarif
+
+        annotations = report.annotations_of(outcomes)
+        _write_stdout(to_sarif(annotations, command="migrate-config", exit_code=int(exit_code), version=__version__))
     raise typer.Exit(int(exit_code))
 
 
-def _emit_text_payload(outcome: FileMigration, mode: WriteMode, show_diff: bool) -> None:
+def _exit_code(outcomes: list[FileMigration], mode: WriteMode, fail_on: Severity, exit_zero: bool) -> ExitCode:
+    """2 when a file could not be handled; else 1 for --check changes or diagnostics at --fail-on."""
+    worst = max((outcome.exit_code(mode) for outcome in outcomes), default=ExitCode.CLEAN)
+    if worst is ExitCode.ERROR:
+        return worst
+    failing = worst is ExitCode.FINDINGS or at_or_above(report.annotations_of(outcomes), fail_on) > 0
+    return ci_options.findings_exit(failing, exit_zero)
+
+
+def _stdout_in_colour(color: ci_options.ColorChoice) -> bool:
+    from deerflow_ckpt.cli.console import stdout_console
+
+    return stdout_console(color.flag()).color_system is not None
+
+
+def _emit_text_payload(outcome: FileMigration, mode: WriteMode, show_diff: bool, colored_diff: bool) -> None:
     result = outcome.result
     if show_diff:
-        _write_stdout(report.diff_of(outcome))
+        text = report.diff_of(outcome)
+        _write_stdout(colorize_diff(text) if colored_diff else text)
     elif mode is WriteMode.STDOUT or (outcome.path is None and mode is WriteMode.IN_PLACE):
         # Like black and ruff: standard input always comes back on standard output, changed or not.
         _write_stdout(result.migrated)

@@ -12,9 +12,9 @@ import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import database_options
+from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
-from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 class ShapeFormat(StrEnum):
     text = "text"
     json = "json"
+    github = "github"
+    sarif = "sarif"
 
 
 def verify_shape(
@@ -35,11 +37,15 @@ def verify_shape(
         DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, help="LangGraph's superstep bound for CK203."
     ),
     thread: str | None = typer.Option(None, "--thread", help="Scan only this thread.", show_default=False),
-    output_format: ShapeFormat = typer.Option(ShapeFormat.text, "--format", help="text or json."),
-    output: Path | None = typer.Option(
-        None, "--output", help="Write the report to this file instead of stdout.", show_default=False
+    output_format: ShapeFormat = typer.Option(
+        ShapeFormat.text,
+        "--format",
+        help="text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0).",
     ),
-    fail_on: Severity = typer.Option(Severity.ERROR, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    output: Path | None = ci_options.OUTPUT_OPTION,
+    fail_on: Severity = ci_options.FAIL_ON_OPTION,
+    exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
+    color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     jobs: int = typer.Option(
         min(os.cpu_count() or 1, 4), "--jobs", min=1, help="Processes reading thread ranges in parallel."
@@ -61,27 +67,51 @@ def verify_shape(
         cadence_source=selection.cadence_source,
         thread_id=thread,
     )
-    report = _scan_with_progress(request, jobs, show=output_format is ShapeFormat.text and sys.stderr.isatty())
-    exit_code = ExitCode.FINDINGS if report.count_at_or_above(fail_on) else ExitCode.CLEAN
+    # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
+    show_progress = output_format is ShapeFormat.text and sys.stderr.isatty()
+    report = _scan_with_progress(request, jobs, show_progress, color)
+    exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
+    _emit(report, output_format, output, fail_on, exit_code, color)
+    raise typer.Exit(int(exit_code))
 
+
+def _emit(
+    report: ScanReport,
+    output_format: ShapeFormat,
+    output: Path | None,
+    fail_on: Severity,
+    exit_code: ExitCode,
+    color: ColorChoice,
+) -> None:
     if output_format is ShapeFormat.json:
         from deerflow_ckpt.report.shape_json import to_json
 
-        _deliver(to_json(report, fail_on, int(exit_code)), output)
+        ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
+    elif output_format is ShapeFormat.github:
+        from deerflow_ckpt.report.shape_ci import annotations_of, headline
+
+        ci_options.deliver_github("verify-shape", annotations_of(report), output, headline(report))
+        message(f"ckpt: {headline(report)}")
+    elif output_format is ShapeFormat.sarif:
+        from deerflow_ckpt import __version__
+        from deerflow_ckpt.report.sarif import to_sarif
+        from deerflow_ckpt.report.shape_ci import annotations_of
+
+        sarif = to_sarif(annotations_of(report), command="verify-shape", exit_code=int(exit_code), version=__version__)
+        ci_options.deliver(sarif, output)
     else:
         from deerflow_ckpt.report.shape_text import render_text
 
         if output is None:
-            render_text(report, stdout_console())
+            render_text(report, stdout_console(color.flag()))
         else:
             console = stdout_console(color=False)
             with console.capture() as capture:
                 render_text(report, console)
-            _deliver(capture.get(), output)
-    raise typer.Exit(int(exit_code))
+            ci_options.deliver(capture.get(), output)
 
 
-def _scan_with_progress(request: ScanRequest, jobs: int, show: bool) -> ScanReport:
+def _scan_with_progress(request: ScanRequest, jobs: int, show: bool, color: ColorChoice) -> ScanReport:
     from deerflow_ckpt.scan import scan
 
     if not show:
@@ -92,22 +122,12 @@ def _scan_with_progress(request: ScanRequest, jobs: int, show: bool) -> ScanRepo
         SpinnerColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=stderr_console(),
+        console=stderr_console(color.flag()),
         transient=True,
     ) as progress:
         task = progress.add_task("scanning", total=None)
         result = scan(request, lambda n: progress.update(task, description=f"{n} checkpoints"), jobs=jobs)
     return result
-
-
-def _deliver(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from exc
 
 
 def register(app: typer.Typer) -> None:

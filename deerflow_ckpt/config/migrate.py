@@ -61,6 +61,8 @@ class Diagnostic:
     message: str
     # True for DeerFlow's own warning strings, printed verbatim.
     from_deerflow: bool = False
+    # The registry rule (analysis/rules.py) CI formats file it under; the deprecated key by default.
+    rule: str = "CK501"
 
 
 class MigrationStatus(StrEnum):
@@ -84,14 +86,18 @@ class MigrationResult:
 
 
 class _Refusal(Exception):
-    def __init__(self, line: int | None, message: str) -> None:
+    def __init__(self, line: int | None, message: str, rule: str = "CK501") -> None:
         super().__init__(message)
         self.line = line
         self.message = message
+        self.rule = rule
 
 
 class _Unreadable(_Refusal):
     """Not UTF-8 or not YAML: DeerFlow could not load it either."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(line, message, "CK500")
 
 
 def _line_of(node: yaml.Node) -> int:
@@ -105,11 +111,11 @@ class _Plan:
     # What yaml.safe_load must return for the edited text.
     expected: Any = None
 
-    def note(self, line: int | None, message: str) -> None:
-        self.diagnostics.append(Diagnostic(Severity.NOTE, line, message))
+    def note(self, line: int | None, message: str, rule: str = "CK501") -> None:
+        self.diagnostics.append(Diagnostic(Severity.NOTE, line, message, rule=rule))
 
-    def warn(self, line: int | None, message: str, from_deerflow: bool = False) -> None:
-        self.diagnostics.append(Diagnostic(Severity.WARNING, line, message, from_deerflow))
+    def warn(self, line: int | None, message: str, from_deerflow: bool = False, rule: str = "CK501") -> None:
+        self.diagnostics.append(Diagnostic(Severity.WARNING, line, message, from_deerflow, rule))
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,7 @@ class _Migrator:
             raise _Refusal(
                 _second_document_line(text),
                 f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one",
+                "CK500",
             )
         if not documents:
             return self.plan
@@ -255,6 +262,7 @@ class _Migrator:
                 first.lines[-1],
                 f"duplicate key {first.name!r} (lines {lines}); DeerFlow silently keeps the last one, "
                 "so remove the duplicates by hand first",
+                "CK508",
             )
         assert isinstance(root, yaml.MappingNode)
         database_pair = yamlnodes.find_own(root, DATABASE)
@@ -309,7 +317,8 @@ class _Migrator:
         flat_key, flat_value = flat_pair
         flat_line = _line_of(flat_key)
         assert outcome.warning is not None
-        self.plan.warn(flat_line, outcome.warning, from_deerflow=True)
+        shim_rule = "CK503" if outcome.branch is ShimBranch.IGNORED else "CK501"
+        self.plan.warn(flat_line, outcome.warning, from_deerflow=True, rule=shim_rule)
         legacy = database[LEGACY_CADENCE_KEY]
         flow = bool(database_node.flow_style)
 
@@ -320,6 +329,7 @@ class _Migrator:
                 _line_of(delta_pair[0]),
                 f"{DELTA_SECTION} is {kind}, not a mapping: DeerFlow drops the legacy value and then "
                 f"rejects {DELTA_SECTION}; write {DELTA_SECTION}: {{{CADENCE_KEY}: N}} by hand",
+                "CK503",
             )
 
         self._note_mode(database, flat_line)
@@ -358,6 +368,7 @@ class _Migrator:
                 line,
                 f"database.{CHANNEL_MODE_KEY} {how}: DeerFlow ignores the snapshot cadence in that mode "
                 "(it only matters in delta mode)",
+                rule="CK506",
             )
 
     def _report_discarded_legacy(
@@ -382,7 +393,7 @@ class _Migrator:
                 f" (make config-upgrade adds the default {UPGRADER_DEFAULT} next to a legacy key; "
                 "1000 was the pre-rename default)"
             )
-        self.plan.warn(flat_line, message)
+        self.plan.warn(flat_line, message, rule="CK502")
 
     def _check_carried_value(self, legacy: object, flat_pair: tuple[yaml.Node, yaml.Node]) -> None:
         flat_key, flat_value = flat_pair
@@ -395,6 +406,7 @@ class _Migrator:
                 line,
                 f"{LEGACY_CADENCE_KEY}: {written or '(empty)'} {reading.problem}; set "
                 f"database.{DELTA_SECTION}.{CADENCE_KEY} to the cadence you mean by hand",
+                "CK504" if isinstance(legacy, bool) else "CK500",
             )
         if "\n" in written:
             raise _Refusal(line, f"the value of {LEGACY_CADENCE_KEY} spans several lines; move it by hand")
@@ -403,6 +415,7 @@ class _Migrator:
                 line,
                 f"{written} is carried verbatim: DeerFlow resolves ${reading.env_reference} when it loads "
                 "the config, and the warning it logs then shows the resolved value",
+                rule="CK509",
             )
         elif str(reading.effective) != written:
             self.plan.note(
@@ -643,10 +656,10 @@ def migrate_config_bytes(raw: bytes) -> MigrationResult:
             raise _Unreadable(None, f"internal error: {exc}; nothing written") from exc
         _verify(edited, plan.expected)
     except _Unreadable as exc:
-        error = Diagnostic(Severity.ERROR, exc.line, exc.message)
+        error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
         return MigrationResult(MigrationStatus.FAILED, raw, raw, (*diagnostics, error))
     except _Refusal as exc:
         diagnostics = migrator.plan.diagnostics if migrator is not None else []
-        error = Diagnostic(Severity.ERROR, exc.line, exc.message)
+        error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
         return MigrationResult(MigrationStatus.NEEDS_HAND_FIX, raw, raw, (*diagnostics, error))
     return MigrationResult(MigrationStatus.MIGRATED, raw, bom + edited.encode("utf-8"), tuple(diagnostics))

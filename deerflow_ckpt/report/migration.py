@@ -6,8 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from deerflow_ckpt.analysis import rules
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, Severity
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode
+from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
 
 JSON_SCHEMA_VERSION = 1
@@ -17,6 +19,28 @@ def diagnostic_line(name: str, diagnostic: Diagnostic) -> str:
     """`path:line: severity: message`, the shape editors and CI logs link to."""
     where = f"{name}:{diagnostic.line}" if diagnostic.line is not None else name
     return f"{where}: {diagnostic.severity.value}: {diagnostic.message}"
+
+
+def registry_severity(diagnostic: Diagnostic) -> rules.Severity:
+    """migrate-config's notes are the registry's info level."""
+    if diagnostic.severity is Severity.NOTE:
+        return rules.Severity.INFO
+    return rules.Severity(diagnostic.severity.value)
+
+
+def annotations_of(outcomes: Sequence[FileMigration]) -> list[Annotation]:
+    return [
+        Annotation(d.rule, registry_severity(d), d.message, FileSpot(outcome.name, d.line))
+        for outcome in outcomes
+        for d in outcome.result.diagnostics
+    ]
+
+
+def headline(outcomes: Sequence[FileMigration]) -> str:
+    changing = sum(1 for outcome in outcomes if outcome.result.changed)
+    untouched = (MigrationStatus.NEEDS_HAND_FIX, MigrationStatus.FAILED)
+    refused = sum(1 for outcome in outcomes if outcome.result.status in untouched)
+    return f"Checked {len(outcomes)} config file(s): {changing} to migrate, {refused} left untouched."
 
 
 def summary_line(outcome: FileMigration, mode: WriteMode) -> str:

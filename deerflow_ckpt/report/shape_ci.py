@@ -1,0 +1,25 @@
+"""verify-shape findings as CI annotations: database findings carry logical (checkpoint) locations."""
+
+from __future__ import annotations
+
+from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot
+from deerflow_ckpt.scan import ScanReport
+
+
+def annotation_of(finding: Finding) -> Annotation:
+    spot = None
+    if finding.thread_id is not None:
+        spot = CheckpointSpot(finding.thread_id, finding.checkpoint_ns or "", finding.checkpoint_id, finding.step)
+    return Annotation(finding.rule, finding.severity, finding.explanation, spot)
+
+
+def annotations_of(report: ScanReport) -> list[Annotation]:
+    return [annotation_of(finding) for finding in report.findings]
+
+
+def headline(report: ScanReport) -> str:
+    return (
+        f"Scanned {report.database}: {report.threads} threads, {report.checkpoints} checkpoints, "
+        f"{len(report.findings)} findings."
+    )
