@@ -89,12 +89,14 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
     url, url_reference = resolve_reference(database.get("postgres_url", ""), environ)
     checkpointer = _checkpointer_override(top.get(LEGACY_CHECKPOINTER), environ)
     mode, _ = resolve_reference(database.get(CHANNEL_MODE_KEY, DEFAULT_CHANNEL_MODE), environ)
+    backend, _ = resolve_reference(database.get("backend"), environ)
+    schema, _ = resolve_reference(database.get("postgres_schema"), environ)
     return DatabaseSettings(
-        backend=str(database.get("backend")),
+        backend=str(backend),
         sqlite_dir=str(resolve_reference(database.get("sqlite_dir"), environ)[0] or ".deer-flow/data"),
         postgres_url=None if url is None else str(url),
         postgres_url_reference=url_reference,
-        postgres_schema=str(database.get("postgres_schema") or ""),
+        postgres_schema=str(schema or ""),
         channel_mode=mode,
         cadence=cadence,
         cadence_origin=origin,
@@ -107,9 +109,10 @@ def _checkpointer_override(section: object, environ: Mapping[str, str]) -> Check
     if not isinstance(section, dict):
         return None
     connection, _ = resolve_reference(section.get("connection_string"), environ)
-    schema = section.get("postgres_schema")
+    schema, _ = resolve_reference(section.get("postgres_schema"), environ)
+    kind, _ = resolve_reference(section.get("type", "memory"), environ)
     return CheckpointerOverride(
-        kind=str(section.get("type", "memory")),
+        kind=str(kind),
         connection_string=None if connection is None else str(connection),
         postgres_schema=None if schema is None else str(schema),
     )

@@ -1,0 +1,626 @@
+"""What DeerFlow makes of one config file's `database:` section, as lint findings.
+
+Pure: text and an environment in, findings and the checkpoint facts the cross-file check needs out;
+nothing is printed and nothing exits. Values follow DeerFlow's loading order (PyYAML safe_load, `$VAR`
+resolution, the file defaults, the legacy-key shim, pydantic in lax mode); lines come from the nodes
+PyYAML composes from the same text, so they point at the key that decides.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deerflow_ckpt.analysis.rules import Severity, rule
+from deerflow_ckpt.config import fields, yamlnodes
+from deerflow_ckpt.config.database import read_database_settings, resolve_reference
+from deerflow_ckpt.config.keys import (
+    CADENCE_KEY,
+    CHANNEL_MODE_KEY,
+    DATABASE,
+    DEFAULT_CADENCE,
+    DEFAULT_CHANNEL_MODE,
+    DELTA_SECTION,
+    FILE_DATABASE_DEFAULTS,
+    LEGACY_CADENCE_KEY,
+    LEGACY_CHECKPOINTER,
+)
+from deerflow_ckpt.config.values import (
+    CadenceReading,
+    SafeLoader,
+    ShimBranch,
+    apply_legacy_shim,
+    compose_documents,
+    load_values,
+    read_cadence,
+)
+from deerflow_ckpt.redact import redact
+from deerflow_ckpt.store.identity import DatabaseIdentity, Unlocated, checkpoint_identity
+
+# The make config-upgrade default written next to a legacy key (config.example.yaml's value).
+UPGRADER_DEFAULT = 10
+# Values that may hold a password: never shown, even resolved.
+SECRET_KEYS = frozenset({"postgres_url", "redis_url", "connection_string"})
+# Keys that decide where checkpoints go, per section.
+LOCATION_KEYS = {
+    DATABASE: ("backend", "sqlite_dir", "postgres_url", "postgres_schema"),
+    LEGACY_CHECKPOINTER: ("type", "connection_string", "postgres_schema"),
+}
+CHECKPOINTER_TYPES = ("memory", "sqlite", "postgres")
+# Checkpoint keys DeerFlow reads only under database:; written at the top level or under
+# checkpointer: they are kept (extra="allow") or dropped, and never used.
+MISPLACED = (
+    CHANNEL_MODE_KEY,
+    DELTA_SECTION,
+    LEGACY_CADENCE_KEY,
+    CADENCE_KEY,
+    fields.GRAPH_CACHE_SECTION,
+    fields.HISTORY_CACHE_SECTION,
+)
+_SHOWN_WIDTH = 60
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    # 1-based line of the key that decides, or None for the whole file.
+    line: int | None
+    message: str
+    # DeerFlow's own log line for this case (config/messages.py), verbatim.
+    deerflow_warning: str | None = None
+
+    @property
+    def severity(self) -> Severity:
+        return rule(self.rule).severity
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One effective value DeerFlow would freeze, and where the file decides it."""
+
+    # None when ckpt cannot know it (an unset `$VAR`).
+    value: object
+    line: int | None
+    # The key that sets it ("database.checkpoint_delta.snapshot_frequency"), or "DeerFlow's default".
+    origin: str
+    # True when the file does not set it and DeerFlow's default applies.
+    default: bool = False
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """What the cross-file check compares: where checkpoints go, in which mode, at which cadence."""
+
+    database: DatabaseIdentity | Unlocated
+    mode: Setting
+    cadence: Setting
+
+
+@dataclass(frozen=True)
+class FileLint:
+    findings: tuple[Finding, ...]
+    # None when DeerFlow cannot load the file: no process runs with it, so it shares nothing.
+    facts: CheckpointFacts | None
+
+
+@dataclass(frozen=True)
+class _Unset:
+    """A `$VAR` whose variable is not set where ckpt runs."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class _Reference:
+    path: tuple[str, ...]
+    name: str
+    value: object
+
+
+def lint_config_bytes(raw: bytes, environ: Mapping[str, str], cwd: Path) -> FileLint:
+    """Lint one config file's bytes; `cwd` is the directory DeerFlow's process runs in."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        finding = Finding("CK500", line, f"not UTF-8 text (byte {exc.start}); DeerFlow cannot read the file")
+        return FileLint((finding,), None)
+    return lint_config_text(text, environ, cwd)
+
+
+def lint_config_text(text: str, environ: Mapping[str, str], cwd: Path) -> FileLint:
+    return _Linter(text, environ, cwd).run()
+
+
+def dotted(path: tuple[object, ...]) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _yaml_problem(exc: Exception, text: str) -> Finding:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    position = getattr(exc, "position", None)
+    if mark is not None and hasattr(mark, "line"):
+        line: int | None = int(mark.line) + 1
+    elif isinstance(position, int):
+        line = text.count("\n", 0, position) + 1
+    else:
+        line = None
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
+    return Finding("CK500", line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start")
+
+
+def _document_lines(text: str) -> list[int]:
+    """1-based line where each document starts (its `---` when one is written)."""
+    events = yaml.parse(text, Loader=SafeLoader)
+    return [int(e.start_mark.line) + 1 for e in events if isinstance(e, yaml.DocumentStartEvent) and e.start_mark]
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}")
+
+
+def _suggest(name: object, candidates: list[str]) -> str | None:
+    matches = difflib.get_close_matches(str(name).lower(), candidates, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+class _Linter:
+    def __init__(self, text: str, environ: Mapping[str, str], cwd: Path) -> None:
+        self.text = text
+        self.environ = environ
+        self.cwd = cwd
+        self.root: yaml.Node | None = None
+        self.findings: list[Finding] = []
+        self.references: list[_Reference] = []
+
+    def add(self, code: str, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
+        self.findings.append(Finding(code, line, redact(message), deerflow_warning))
+
+    def refused(self) -> bool:
+        return any(finding.rule in ("CK500", "CK503") for finding in self.findings)
+
+    def result(self, facts: CheckpointFacts | None) -> FileLint:
+        ordered = sorted(self.findings, key=lambda f: (f.line or 0, f.rule))
+        return FileLint(tuple(ordered), None if self.refused() else facts)
+
+    # -- locating --------------------------------------------------------------------------------
+
+    def pair(self, path: tuple[Any, ...]) -> tuple[yaml.Node, yaml.Node] | None:
+        node, found = self.root, None
+        for name in path:
+            if not isinstance(node, yaml.MappingNode) or not isinstance(name, str):
+                return None
+            found = yamlnodes.find_own(node, name)
+            if found is None:
+                return None
+            node = found[1]
+        return found
+
+    def line(self, *path: Any) -> int | None:
+        """The line of the deepest key of `path` written in the file itself (merge keys fall back)."""
+        for depth in range(len(path), 0, -1):
+            found = self.pair(path[:depth])
+            if found is not None:
+                return int(found[0].start_mark.line) + 1
+        return None
+
+    def described(self, path: tuple[Any, ...], value: object) -> str:
+        """`a string (abc)`, `null (~)`, or just `null` when nothing is written."""
+        shown = self.shown(path, value)
+        return _kind(value) if shown == "(empty)" else f"{_kind(value)} ({shown})"
+
+    def shown(self, path: tuple[Any, ...], value: object) -> str:
+        """The value as written (with what a `$VAR` resolves to), short, on one line, never a password."""
+        found = self.pair(path)
+        if found is not None and isinstance(found[1], yaml.ScalarNode):
+            start, end = yamlnodes.value_span(self.text, *found)
+            written = " ".join(self.text[start:end].split()) or "(empty)"
+        else:
+            written = repr(value)
+        if written.startswith("$") and not isinstance(value, _Unset) and path[-1] not in SECRET_KEYS:
+            written += f" (= {value!r})"
+        if len(written) > _SHOWN_WIDTH:
+            written = written[: _SHOWN_WIDTH - 3] + "..."
+        return redact(written)
+
+    # -- the file --------------------------------------------------------------------------------
+
+    def run(self) -> FileLint:
+        try:
+            documents = compose_documents(self.text)
+        except yaml.YAMLError as exc:
+            self.findings.append(_yaml_problem(exc, self.text))
+            return self.result(None)
+        if len(documents) > 1:
+            lines = _document_lines(self.text)
+            self.add(
+                "CK500",
+                lines[1] if len(lines) > 1 else None,
+                f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one, so it "
+                "cannot start",
+            )
+            return self.result(None)
+        try:
+            data = load_values(self.text)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            # Composes but does not construct (an unknown tag, `!!int abc`): safe_load fails the same way.
+            self.findings.append(_yaml_problem(exc, self.text))
+            return self.result(None)
+        self.root = documents[0] if documents else None
+        # AppConfig.from_file: `yaml.safe_load(f) or {}`.
+        data = data or {}
+        if not isinstance(data, dict):
+            self.add("CK500", 1, f"the file holds {_kind(data)}, not a mapping of sections; DeerFlow cannot load it")
+            return self.result(None)
+        self.check_top_level(data)
+        for section in (DATABASE, LEGACY_CHECKPOINTER):
+            # A null section is dropped (database: null gets the defaults); anything else must be a mapping.
+            value = data.get(section)
+            if value is not None and not isinstance(value, dict):
+                shown = self.described((section,), value)
+                self.add("CK500", self.line(section), f"{section} is {shown}, not a mapping; DeerFlow cannot load it")
+                return self.result(None)
+        database = self.resolve(data.get(DATABASE) or {}, (DATABASE,))
+        assert isinstance(database, dict)
+        return self.check_database(data, database, self.resolve(data.get(LEGACY_CHECKPOINTER), (LEGACY_CHECKPOINTER,)))
+
+    def check_top_level(self, data: dict[Any, Any]) -> None:
+        if isinstance(self.root, yaml.MappingNode):
+            for section in (DATABASE, LEGACY_CHECKPOINTER):
+                self.check_duplicates(section)
+        for name in MISPLACED:
+            if name in data:
+                self.misplaced((name,), "at the top level")
+
+    def check_duplicates(self, section: str) -> None:
+        assert isinstance(self.root, yaml.MappingNode)
+        keys = [key for key, _ in yamlnodes.own_pairs(self.root) if isinstance(key, yaml.ScalarNode)]
+        lines = [int(key.start_mark.line) + 1 for key in keys if key.value == section]
+        if len(lines) > 1:
+            self.add(
+                "CK508",
+                lines[0],
+                f"{section}: is written {len(lines)} times (lines {', '.join(map(str, lines))}); PyYAML keeps only "
+                f"the last one (line {lines[-1]}), so every key in the others is ignored",
+            )
+        found = self.pair((section,))
+        if found is None or not isinstance(found[1], yaml.MappingNode):
+            return
+        for duplicate in yamlnodes.duplicate_keys(found[1]):
+            joined = ", ".join(map(str, duplicate.lines))
+            self.add(
+                "CK508",
+                duplicate.lines[0],
+                f"{duplicate.name} is written {len(duplicate.lines)} times in one mapping under {section}: "
+                f"(lines {joined}); PyYAML silently keeps the last (line {duplicate.lines[-1]}) and ignores the others",
+            )
+
+    def misplaced(self, path: tuple[str, ...], where: str) -> None:
+        name = path[-1]
+        target = f"{DATABASE}.{DELTA_SECTION}.{CADENCE_KEY}" if name in (LEGACY_CADENCE_KEY, CADENCE_KEY) else None
+        self.add(
+            "CK505",
+            self.line(*path),
+            f"{dotted(path)} is not read {where}: DeerFlow reads checkpoint settings only under database:, so it "
+            f"is ignored (did you mean {target or f'{DATABASE}.{name}'}?)",
+        )
+
+    # -- $VAR ------------------------------------------------------------------------------------
+
+    def resolve(self, value: object, path: tuple[Any, ...]) -> object:
+        """DeerFlow's resolve_env_variables: every string value starting with `$`, keys never."""
+        if isinstance(value, dict):
+            return {key: self.resolve(item, (*path, key)) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(item, (*path, index)) for index, item in enumerate(value)]
+        resolved, name = resolve_reference(value, self.environ)
+        if name is None:
+            return value
+        outcome = _Unset(name) if resolved is None else resolved
+        self.references.append(_Reference(path, name, outcome))
+        return outcome
+
+    def report_references(self, location_section: str) -> None:
+        for reference in self.references:
+            path, name = reference.path, reference.name
+            subject = f"{dotted(path)} is ${name}: DeerFlow reads it from its environment when it loads the config"
+            if not isinstance(reference.value, _Unset):
+                shown = "set (the value is not shown)" if path[-1] in SECRET_KEYS else repr(reference.value)
+                self.add("CK509", self.line(*path), f"{subject}; here it is {shown}, and ckpt checks that value")
+                continue
+            if path[0] == location_section and path[-1] in LOCATION_KEYS[location_section]:
+                effect = "so ckpt cannot tell which database this file uses and leaves it out of the cross-file check"
+            elif path[-1] == CHANNEL_MODE_KEY:
+                effect = "so its channel mode is not compared with other files"
+            elif path[-1] in (CADENCE_KEY, LEGACY_CADENCE_KEY):
+                effect = "so its cadence is not compared with other files"
+            else:
+                effect = "so ckpt cannot check it"
+            self.add(
+                "CK509",
+                self.line(*path),
+                f"{subject}; ${name} is not set here (DeerFlow refuses to load a config whose variable is unset in "
+                f"its own environment), {effect}",
+            )
+
+    # -- database: -------------------------------------------------------------------------------
+
+    def check_database(self, data: dict[Any, Any], resolved: dict[Any, Any], checkpointer: object) -> FileLint:
+        # _apply_database_defaults, then the legacy-key shim, exactly in DeerFlow's order.
+        database = {**FILE_DATABASE_DEFAULTS, **resolved}
+        shim = apply_legacy_shim(database)
+        database = shim.database
+        self.check_shim(shim.branch, shim.warning, resolved, database)
+        self.check_fields(database)
+        mode = self.mode_setting(resolved, database)
+        cadence = self.cadence_setting(shim.branch, database)
+        self.check_unknown_keys(database, mode, cadence)
+        self.check_full_mode(mode, cadence)
+        section = LEGACY_CHECKPOINTER if isinstance(checkpointer, dict) else DATABASE
+        self.report_references(section)
+        location = self.locate(data, section)
+        if isinstance(checkpointer, dict):
+            self.check_checkpointer(data, checkpointer, location)
+        return self.result(CheckpointFacts(location, mode, cadence))
+
+    def check_shim(
+        self, branch: ShimBranch, warning: str | None, resolved: dict[Any, Any], database: dict[Any, Any]
+    ) -> None:
+        if branch is ShimBranch.NO_LEGACY_KEY:
+            return
+        legacy_path = (DATABASE, LEGACY_CADENCE_KEY)
+        legacy = resolved[LEGACY_CADENCE_KEY]
+        legacy_line = self.line(*legacy_path)
+        legacy_shown = self.shown(legacy_path, legacy)
+        if branch is ShimBranch.IGNORED:
+            delta = database[DELTA_SECTION]
+            self.add(
+                "CK503",
+                self.line(DATABASE, DELTA_SECTION),
+                f"database.{DELTA_SECTION} is {self.described((DATABASE, DELTA_SECTION), delta)}, not a "
+                f"mapping: DeerFlow drops the deprecated {LEGACY_CADENCE_KEY} (line {legacy_line}) and then rejects "
+                f"{DELTA_SECTION}, so it cannot start; write {DELTA_SECTION}: {{{CADENCE_KEY}: N}}",
+                warning,
+            )
+            return
+        if branch is ShimBranch.NESTED_WINS:
+            nested_path = (DATABASE, DELTA_SECTION, CADENCE_KEY)
+            nested = database[DELTA_SECTION][CADENCE_KEY]
+            nested_shown = self.shown(nested_path, nested)
+            where = f"database.{DELTA_SECTION}.{CADENCE_KEY} (line {self.line(*nested_path)})"
+            if _same_cadence(legacy, nested):
+                self.add(
+                    "CK501",
+                    legacy_line,
+                    f"database.{LEGACY_CADENCE_KEY}: {legacy_shown} is deprecated and repeats {where}: DeerFlow keeps "
+                    "the nested key and logs a warning on every load; delete the flat key",
+                    warning,
+                )
+                return
+            message = (
+                f"database.{LEGACY_CADENCE_KEY} is {legacy_shown} but {where} is {nested_shown}: DeerFlow keeps "
+                f"the nested key and silently drops {legacy_shown} without checking it"
+            )
+            if _reading(nested).effective == UPGRADER_DEFAULT:
+                message += (
+                    f" (make config-upgrade adds {CADENCE_KEY}: {UPGRADER_DEFAULT} next to a legacy key; 1000 was "
+                    "the pre-rename default)"
+                )
+            self.add("CK502", legacy_line, message + "; keep the cadence you mean under checkpoint_delta", warning)
+            return
+        reading = _reading(legacy)
+        effect = f", so the cadence is {reading.effective}," if reading.effective is not None else ""
+        if isinstance(legacy, _Unset):
+            warning = None
+            effect = f" (its warning shows the value of ${legacy.name})"
+        self.add(
+            "CK501",
+            legacy_line,
+            f"database.{LEGACY_CADENCE_KEY}: {legacy_shown} is deprecated: DeerFlow carries it to "
+            f"{DELTA_SECTION}.{CADENCE_KEY}{effect} and logs a warning on every load; run ckpt migrate-config",
+            warning,
+        )
+
+    def check_fields(self, database: dict[Any, Any]) -> None:
+        for key, spec in fields.DATABASE_FIELDS.items():
+            if key not in database or isinstance(database[key], _Unset):
+                continue
+            value = database[key]
+            if spec.kind == "section":
+                self.check_section(key, value)
+            else:
+                self.check_value((DATABASE, key), spec.kind, value)
+        schema = database.get("postgres_schema")
+        if isinstance(schema, str) and (problem := fields.schema_problem(schema)):
+            self.add(
+                "CK500",
+                self.line(DATABASE, "postgres_schema"),
+                f"database.postgres_schema is rejected by DeerFlow: {problem}; DeerFlow cannot start with this file",
+            )
+
+    def check_section(self, key: str, value: object) -> None:
+        path = (DATABASE, key)
+        if not isinstance(value, dict):
+            if any(finding.rule == "CK503" for finding in self.findings):
+                return  # the legacy-key shim already said it
+            self.add(
+                "CK503" if key == DELTA_SECTION else "CK500",
+                self.line(*path),
+                f"database.{key} is {self.described(path, value)}, not a mapping; DeerFlow rejects it "
+                "(Input should be a valid dictionary), so it cannot start",
+            )
+            return
+        for name, spec in fields.SECTION_FIELDS[key].items():
+            if name in value and not isinstance(value[name], _Unset):
+                if spec.kind == "cadence":
+                    self.check_cadence(value[name])
+                else:
+                    self.check_value((*path, name), spec.kind, value[name])
+
+    def check_value(self, path: tuple[str, ...], kind: str, value: object) -> None:
+        problem = fields.check(kind, value)
+        if problem is not None:
+            self.add(
+                "CK500",
+                self.line(*path),
+                f"{dotted(path)}: {self.shown(path, value)} is rejected by DeerFlow: {problem}"
+                f"{fields.literal_hint(kind, value)}; DeerFlow cannot start with this file",
+            )
+
+    def cadence_path(self) -> tuple[str, ...]:
+        """Where the cadence DeerFlow uses is written: the nested key, else the carried flat key."""
+        if self.pair((DATABASE, DELTA_SECTION, CADENCE_KEY)) is None and self.pair((DATABASE, LEGACY_CADENCE_KEY)):
+            return (DATABASE, LEGACY_CADENCE_KEY)
+        return (DATABASE, DELTA_SECTION, CADENCE_KEY)
+
+    def check_cadence(self, value: object) -> None:
+        reading = read_cadence(value)
+        if reading.problem is None:
+            return
+        path = self.cadence_path()
+        code = "CK504" if reading.effective is not None else "CK500"
+        consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
+        self.add(code, self.line(*path), f"{dotted(path)}: {self.shown(path, value)} {reading.problem}{consequence}")
+
+    # -- effective values ------------------------------------------------------------------------
+
+    def mode_setting(self, resolved: dict[Any, Any], database: dict[Any, Any]) -> Setting:
+        if CHANNEL_MODE_KEY not in resolved:
+            return Setting(DEFAULT_CHANNEL_MODE, self.line(DATABASE), "DeerFlow's default", default=True)
+        value = database[CHANNEL_MODE_KEY]
+        line = self.line(DATABASE, CHANNEL_MODE_KEY)
+        if isinstance(value, _Unset):
+            return Setting(None, line, f"${value.name}, not set here")
+        return Setting(value, line, f"database.{CHANNEL_MODE_KEY}")
+
+    def cadence_setting(self, branch: ShimBranch, database: dict[Any, Any]) -> Setting:
+        delta = database.get(DELTA_SECTION)
+        if not isinstance(delta, dict) or CADENCE_KEY not in delta:
+            line = self.line(DATABASE, DELTA_SECTION)
+            return Setting(DEFAULT_CADENCE, line or self.line(DATABASE), "DeerFlow's default", default=True)
+        value = delta[CADENCE_KEY]
+        path = self.cadence_path() if branch is ShimBranch.CARRIED else (DATABASE, DELTA_SECTION, CADENCE_KEY)
+        line = self.line(*path)
+        if isinstance(value, _Unset):
+            return Setting(None, line, f"${value.name}, not set here")
+        return Setting(read_cadence(value).effective, line, dotted(path))
+
+    def check_unknown_keys(self, database: dict[Any, Any], mode: Setting, cadence: Setting) -> None:
+        known = [key for key in fields.DATABASE_FIELDS if key != LEGACY_CADENCE_KEY]
+        nested = {name: section for section, names in fields.SECTION_FIELDS.items() for name in names}
+        for key in database:
+            if key in fields.DATABASE_FIELDS:
+                continue
+            if key in nested:
+                self.unknown((DATABASE, key), f"{nested[key]}.{key}", mode, cadence)
+            else:
+                self.unknown((DATABASE, key), _suggest(key, known), mode, cadence)
+        for section, section_fields in fields.SECTION_FIELDS.items():
+            value = database.get(section)
+            if isinstance(value, dict):
+                for key in value:
+                    if key not in section_fields:
+                        self.unknown((DATABASE, section, key), _suggest(key, list(section_fields)), mode, cadence)
+
+    def unknown(self, path: tuple[Any, ...], suggestion: str | None, mode: Setting, cadence: Setting) -> None:
+        message = f"{dotted(path)} is not a key DeerFlow knows; it is ignored"
+        if suggestion is not None:
+            last = suggestion.rsplit(".", 1)[-1]
+            if last == CADENCE_KEY:
+                message += f" and the cadence stays {_value_text(cadence)}"
+            elif last == CHANNEL_MODE_KEY:
+                message += f" and the channel mode stays {_value_text(mode)}"
+            message += f" (did you mean {suggestion}?)"
+        self.add("CK505", self.line(*path), message)
+
+    def check_full_mode(self, mode: Setting, cadence: Setting) -> None:
+        # config.example.yaml itself sets the default cadence in full mode: only another value misleads.
+        if mode.value != "full" or cadence.default or not cadence.known or cadence.value == DEFAULT_CADENCE:
+            return
+        how = "is not set, so it is full" if mode.default else "is full"
+        self.add(
+            "CK506",
+            cadence.line,
+            f"{cadence.origin} is {cadence.value} but database.{CHANNEL_MODE_KEY} {how}: DeerFlow stores full "
+            "checkpoints and the cadence changes nothing on disk (it is still frozen at startup, so a later edit "
+            f"needs a restart); remove it or set {CHANNEL_MODE_KEY}: delta",
+        )
+
+    # -- where checkpoints go --------------------------------------------------------------------
+
+    def unset_location(self, section: str) -> Unlocated | None:
+        """Where checkpoints go depends on a `$VAR` that is not set here."""
+        for reference in self.references:
+            unset = isinstance(reference.value, _Unset) and reference.path[0] == section
+            if unset and reference.path[-1] in LOCATION_KEYS[section]:
+                return Unlocated(f"{dotted(reference.path)} comes from ${reference.name}, which is not set here")
+        return None
+
+    def locate(self, data: dict[Any, Any], section: str) -> DatabaseIdentity | Unlocated:
+        unset = self.unset_location(section)
+        if unset is not None:
+            return unset
+        if self.refused():
+            return Unlocated("DeerFlow cannot load this file")
+        location = checkpoint_identity(read_database_settings(data, self.environ), self.environ, self.cwd)
+        self.check_location(location, section)
+        return location
+
+    def check_location(self, location: DatabaseIdentity | Unlocated, section: str) -> None:
+        if isinstance(location, Unlocated) and location.refused:
+            keys = ("connection_string", "type") if section == LEGACY_CHECKPOINTER else ("postgres_url", "backend")
+            path = next(((section, key) for key in keys if self.pair((section, key))), (section,))
+            self.add("CK500", self.line(*path), f"{dotted(path)}: {location.reason}")
+
+    def check_checkpointer(
+        self, data: dict[Any, Any], checkpointer: dict[Any, Any], location: DatabaseIdentity | Unlocated
+    ) -> None:
+        kind = checkpointer.get("type")
+        if kind is not None and not isinstance(kind, _Unset) and kind not in CHECKPOINTER_TYPES:
+            self.check_value((LEGACY_CHECKPOINTER, "type"), "backend", kind)
+        for name in MISPLACED:
+            if name in checkpointer:
+                self.misplaced((LEGACY_CHECKPOINTER, name), "under checkpointer:")
+        if isinstance(location, DatabaseIdentity):
+            where = location.display
+        else:
+            where = f"{'nowhere on disk' if location.in_memory else 'the place it names'} ({location.reason})"
+        instead = self.unset_location(DATABASE) or checkpoint_identity(
+            read_database_settings({**data, LEGACY_CHECKPOINTER: None}, self.environ), self.environ, self.cwd
+        )
+        instead_text = instead.display if isinstance(instead, DatabaseIdentity) else instead.reason
+        self.add(
+            "CK507",
+            self.line(LEGACY_CHECKPOINTER),
+            f"the legacy checkpointer: section overrides database: for checkpoints: DeerFlow writes them to "
+            f"{where}, not to what database: names ({instead_text})",
+        )
+
+
+def _reading(value: object) -> CadenceReading:
+    if isinstance(value, _Unset):
+        return CadenceReading(value, None, env_reference=value.name)
+    return read_cadence(value)
+
+
+def _same_cadence(legacy: object, nested: object) -> bool:
+    left, right = _reading(legacy), _reading(nested)
+    if left.effective is not None and right.effective is not None:
+        return left.effective == right.effective
+    return legacy == nested
+
+
+def _value_text(setting: Setting) -> str:
+    return str(setting.value) if setting.known else "unknown (read from the environment)"

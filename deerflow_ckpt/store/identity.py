@@ -1,0 +1,231 @@
+"""Which checkpoint database a config points at, as a value two configs can be compared by.
+
+Nothing is opened and no driver is imported (lint-config stays light):
+- SQLite: the file DeerFlow would open, resolved against the directory its process runs in;
+- Postgres: host(s), port(s), database name and schema parsed from the DSN the way libpq reads it,
+  after the same `+driver` normalisation verify-shape applies. User and password never take part,
+  and nothing here ever shows them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.store.source import SQLITE_FILE_NAME, normalize_dsn
+
+DEFAULT_PORT = "5432"
+# Relative checkpointer: sqlite paths resolve against DeerFlow's base dir (get_paths().base_dir).
+HOME_ENV = "DEER_FLOW_HOME"
+PROJECT_ROOT_ENV = "DEER_FLOW_PROJECT_ROOT"
+CHECKPOINTER_SQLITE_DEFAULT = "store.db"
+_URI_SCHEME = re.compile(r"^postgres(?:ql)?://")
+_ANY_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """Equal identities mean the same checkpoint tables."""
+
+    kind: str
+    key: tuple[str, ...]
+    # For people: a path, or host:port/dbname and schema; never a user or password.
+    display: str
+
+
+@dataclass(frozen=True)
+class Unlocated:
+    """No shared database, or one ckpt cannot pin down; `reason` says which and why."""
+
+    reason: str
+    # True when the checkpoints live in no file or server at all (memory), so nothing is shared.
+    in_memory: bool = False
+    # True when DeerFlow itself refuses these settings at startup.
+    refused: bool = False
+
+
+class DsnError(ValueError):
+    """A DSN libpq would refuse; the message never contains the DSN."""
+
+
+def parse_dsn(dsn: str) -> dict[str, str]:
+    """libpq's connection parameters for a postgresql:// URI or a key=value string (given keys only)."""
+    if _URI_SCHEME.match(dsn):
+        return _parse_uri(dsn)
+    return _parse_keywords(dsn)
+
+
+def _parse_uri(uri: str) -> dict[str, str]:
+    rest = uri.split("://", 1)[1]
+    params: dict[str, str] = {}
+    # libpq looks for user credentials before the first '/'.
+    at = rest.find("@", 0, _end_of(rest, "/"))
+    if at >= 0:
+        user, _, password = rest[:at].partition(":")
+        if user:
+            params["user"] = unquote(user)
+        if password:
+            params["password"] = unquote(password)
+        rest = rest[at + 1 :]
+    hosts, ports = [], []
+    while True:
+        if rest.startswith("["):
+            close = rest.find("]")
+            if close < 0:
+                raise DsnError("unterminated IPv6 host address in the URI")
+            host, rest = rest[1:close], rest[close + 1 :]
+        else:
+            end = _end_of(rest, ":/?,")
+            host, rest = unquote(rest[:end]), rest[end:]
+        port = ""
+        if rest.startswith(":"):
+            end = _end_of(rest, "/?,")
+            port, rest = unquote(rest[1:end]), rest[end:]
+        hosts.append(host)
+        ports.append(port)
+        if not rest.startswith(","):
+            break
+        rest = rest[1:]
+    if any(hosts):
+        params["host"] = ",".join(hosts)
+    if any(ports):
+        params["port"] = ",".join(ports)
+    path, _, query = rest.partition("?")
+    if path.startswith("/") and path[1:]:
+        params["dbname"] = unquote(path[1:])
+    for item in filter(None, query.split("&")):
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise DsnError("a URI query parameter has no '='")
+        params[unquote(name)] = unquote(value)
+    return params
+
+
+def _end_of(text: str, stops: str) -> int:
+    return next((i for i, char in enumerate(text) if char in stops), len(text))
+
+
+def _parse_keywords(dsn: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    i, n = 0, len(dsn)
+    while True:
+        while i < n and dsn[i].isspace():
+            i += 1
+        if i >= n:
+            return params
+        start = i
+        while i < n and dsn[i] != "=" and not dsn[i].isspace():
+            i += 1
+        name = dsn[start:i]
+        while i < n and dsn[i].isspace():
+            i += 1
+        if i >= n or dsn[i] != "=":
+            raise DsnError(f'missing "=" after {name!r} in the connection string')
+        i += 1
+        while i < n and dsn[i].isspace():
+            i += 1
+        value: list[str] = []
+        quoted = i < n and dsn[i] == "'"
+        i += quoted
+        while i < n and (dsn[i] != "'" if quoted else not dsn[i].isspace()):
+            if dsn[i] == "\\" and i + 1 < n:
+                i += 1
+            value.append(dsn[i])
+            i += 1
+        if quoted:
+            if i >= n:
+                raise DsnError("unterminated quoted value in the connection string")
+            i += 1
+        params[name] = "".join(value)
+
+
+def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
+    """The server, database and schema `dsn` with `schema` reaches; raises DsnError when unparsable."""
+    scheme = _ANY_SCHEME.match(dsn)
+    normalized = normalize_dsn(dsn.strip())
+    if scheme and not _URI_SCHEME.match(normalized):
+        # DeerFlow's normalize_libpq_dsn raises for these; the scheme holds no secret.
+        raise DsnError(f"unsupported PostgreSQL DSN scheme {scheme.group(1)}://")
+    params = parse_dsn(normalized)
+    hosts = [host.lower() for host in (params.get("host") or params.get("hostaddr") or "").split(",")]
+    ports = [port or DEFAULT_PORT for port in (params.get("port") or "").split(",")]
+    if len(ports) == 1 and len(hosts) > 1:
+        ports *= len(hosts)
+    # libpq's default database name is the user name.
+    dbname = params.get("dbname") or params.get("user") or ""
+    service = params.get("service", "")
+    # An empty schema keeps the server's search_path, which is public unless a $user schema exists.
+    effective_schema = schema or "public"
+    servers = ",".join(f"{host or 'local socket'}:{port}" for host, port in zip(hosts, ports, strict=False))
+    display = f"PostgreSQL {servers}/{dbname or '(default database)'}"
+    if service:
+        display += f" (service {service})"
+    display += f", schema {schema}" if schema else ", schema public (server default)"
+    key = ("postgres", ",".join(hosts), ",".join(ports), dbname, service, effective_schema)
+    return DatabaseIdentity("postgres", key, display)
+
+
+def sqlite_identity(path: Path) -> DatabaseIdentity:
+    resolved = path.resolve()
+    return DatabaseIdentity("sqlite", ("sqlite", str(resolved)), f"SQLite {resolved}")
+
+
+def _checkpointer_sqlite(connection: str | None, environ: Mapping[str, str], cwd: Path) -> DatabaseIdentity | Unlocated:
+    connection = connection or CHECKPOINTER_SQLITE_DEFAULT
+    if connection == ":memory:":
+        return Unlocated("the checkpointer: section keeps checkpoints in memory (:memory:)", in_memory=True)
+    if connection.startswith("file:"):
+        # URIs go to SQLite unchanged: a relative one opens against the process working directory.
+        path = connection[len("file:") :].split("?", 1)[0].split("#", 1)[0]
+        if path.startswith("//"):
+            path = path[path.find("/", 2) :] if "/" in path[2:] else "/"
+        return sqlite_identity(cwd / unquote(path))
+    location = Path(connection)
+    if location.is_absolute():
+        return sqlite_identity(location)
+    home = environ.get(HOME_ENV)
+    base = Path(home) if home else Path(environ.get(PROJECT_ROOT_ENV) or cwd) / ".deer-flow"
+    return sqlite_identity(cwd / base / location)
+
+
+def checkpoint_identity(
+    settings: DatabaseSettings, environ: Mapping[str, str], cwd: Path
+) -> DatabaseIdentity | Unlocated:
+    """The database DeerFlow's checkpointer writes to under `settings`, for a process running in `cwd`.
+
+    Same choice as verify-shape's target_from_settings (checkpointer: first, then database:), but
+    without needing the file to exist and without touching the network.
+    """
+    override = settings.checkpointer
+    if override is not None:
+        if override.kind == "sqlite":
+            return _checkpointer_sqlite(override.connection_string, environ, cwd)
+        if override.kind == "postgres":
+            if not override.connection_string:
+                return Unlocated("the checkpointer: section has type postgres but no connection_string")
+            return _postgres_or_unlocated(override.connection_string, override.postgres_schema or "")
+        return Unlocated(f"the checkpointer: section has type {override.kind}: nothing is stored", in_memory=True)
+    if settings.backend == "sqlite":
+        return sqlite_identity(cwd / settings.sqlite_dir / SQLITE_FILE_NAME)
+    if settings.backend == "postgres":
+        if settings.postgres_url is None:
+            return Unlocated(f"postgres_url comes from ${settings.postgres_url_reference}, which is not set here")
+        if not settings.postgres_url:
+            return Unlocated(
+                'postgres without a postgres_url: DeerFlow stops with "database.postgres_url is required for the '
+                'postgres backend"',
+                refused=True,
+            )
+        return _postgres_or_unlocated(settings.postgres_url, settings.postgres_schema)
+    return Unlocated(f"backend {settings.backend}: checkpoints are kept in memory", in_memory=True)
+
+
+def _postgres_or_unlocated(dsn: str, schema: str) -> DatabaseIdentity | Unlocated:
+    try:
+        return postgres_identity(dsn, schema)
+    except DsnError as exc:
+        return Unlocated(f"the PostgreSQL DSN cannot be used: {exc}", refused=True)
