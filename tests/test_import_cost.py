@@ -1,4 +1,4 @@
-"""`ckpt migrate-config` must stay light: no LangGraph, no database drivers, no msgpack on its path.
+"""`ckpt migrate-config` and `ckpt lint-config` must stay light: no LangGraph, no database drivers, no msgpack.
 
 Checked in a fresh interpreter through sys.modules, never by timing.
 """
@@ -60,4 +60,22 @@ def test_migrate_config_check_imports_nothing_heavy(case: str) -> None:
 def test_migrate_config_from_stdin_imports_nothing_heavy() -> None:
     report = probe("migrate-config", "--format", "json", "-", stdin=(CORPUS / "env_var" / "input.yaml").read_bytes())
     assert report["code"] == 0
+    assert report["loaded"] == []
+
+
+LINT = Path(__file__).resolve().parents[1] / "fixtures" / "lint_configs"
+
+
+@pytest.mark.parametrize(
+    ("output_format", "names", "code"),
+    [
+        ("text", ["clean_delta"], 0),
+        ("json", ["rejected_values", "env_references"], 1),
+        ("sarif", ["shared/postgres_gateway", "shared/postgres_keywords", "bad_dsn_scheme"], 1),
+        ("text", ["shared/sqlite_gateway", "shared/sqlite_worker", "checkpointer_override"], 1),
+    ],
+)
+def test_lint_config_imports_nothing_heavy(output_format: str, names: list[str], code: int) -> None:
+    report = probe("lint-config", "--format", output_format, *(str(LINT / f"{name}.yaml") for name in names))
+    assert report["code"] == code
     assert report["loaded"] == []

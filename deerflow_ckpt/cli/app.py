@@ -81,9 +81,10 @@ def _global_options(
 
 def _register_commands() -> None:
     # Each command module imports only what it needs, so `ckpt --help` stays light.
-    from deerflow_ckpt.cli import inspect, migrate_config, verify_shape
+    from deerflow_ckpt.cli import inspect, lint_config, migrate_config, verify_shape
 
     migrate_config.register(app)
+    lint_config.register(app)
     verify_shape.register(app)
     inspect.register(app)
 

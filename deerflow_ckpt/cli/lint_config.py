@@ -1,0 +1,123 @@
+"""`ckpt lint-config`: what DeerFlow silently makes of config files' `database:` sections."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from deerflow_ckpt.analysis.rules import Severity
+from deerflow_ckpt.cli import ci_options
+from deerflow_ckpt.cli.console import message, stdout_console
+from deerflow_ckpt.config.lint_files import LintReport, lint_files, read_configs
+from deerflow_ckpt.config.locate import locate_config
+from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.report.annotations import Annotation, at_or_above
+from deerflow_ckpt.report.lint_ci import annotations_of, headline
+
+COMMAND = "lint-config"
+
+
+class LintFormat(StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
+def _targets(files: list[Path] | None) -> list[Path]:
+    if files:
+        return files
+    located = locate_config(None, os.environ, Path.cwd())
+    message(f"ckpt: using {located.path} (found via {located.found_via})")
+    return [located.path]
+
+
+def lint_config(
+    files: list[Path] | None = typer.Argument(
+        None,
+        metavar="FILE",
+        help="DeerFlow config files. Default: config.yaml found the way DeerFlow finds it.",
+        show_default=False,
+    ),
+    sqlite_base: Path | None = typer.Option(
+        None,
+        "--sqlite-base",
+        metavar="DIR",
+        help="The directory DeerFlow runs in (its gateway runs from backend/): relative sqlite_dir values, and "
+        "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it. Default: the current directory.",
+        show_default=False,
+    ),
+    output_format: LintFormat = typer.Option(
+        LintFormat.text,
+        "--format",
+        help="text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0).",
+    ),
+    output: Path | None = ci_options.OUTPUT_OPTION,
+    fail_on: Severity = ci_options.FAIL_ON_OPTION,
+    exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
+    color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+) -> None:
+    """Check config files' database: sections the way DeerFlow reads them, and files against each other.
+
+    Values are read as DeerFlow reads them: PyYAML (YAML 1.1), $VAR references resolved from this
+    command's environment (an unset one is reported and its value treated as unknown), the file
+    defaults, the legacy-key shim (its warnings printed verbatim) and pydantic's rules. Reported: values
+    DeerFlow refuses (CK500) and what it silently accepts: boolean cadences read as 1, unknown keys it
+    ignores, the deprecated flat key, both cadence keys set, checkpoint_delta in full mode, a legacy
+    checkpointer: section that overrides database:, duplicate keys.
+
+    Across files: configs whose checkpoints go to the same database (the same SQLite file, or the same
+    Postgres server, database and schema) must agree on checkpoint_channel_mode and, in delta mode, on
+    the effective cadence (CK510). DeerFlow resolves a relative sqlite_dir against its process's
+    working directory; ckpt resolves it against --sqlite-base.
+
+    Exit codes: 0 no findings at or above --fail-on, 1 findings at or above it, 2 a file could not be
+    read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
+    """
+    base = (sqlite_base or Path.cwd()).resolve()
+    report = lint_files(read_configs(_targets(files)), os.environ, base)
+    annotations = annotations_of(report)
+    exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
+    _emit(report, annotations, output_format, output, fail_on, exit_code, color)
+    raise typer.Exit(int(exit_code))
+
+
+def _emit(
+    report: LintReport,
+    annotations: list[Annotation],
+    output_format: LintFormat,
+    output: Path | None,
+    fail_on: Severity,
+    exit_code: ExitCode,
+    color: ci_options.ColorChoice,
+) -> None:
+    if output_format is LintFormat.json:
+        from deerflow_ckpt.report.lint_json import to_json
+
+        ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
+    elif output_format is LintFormat.github:
+        ci_options.deliver_github(COMMAND, annotations, output, headline(report))
+        message(f"ckpt: {headline(report)}")
+    elif output_format is LintFormat.sarif:
+        from deerflow_ckpt import __version__
+        from deerflow_ckpt.report.sarif import to_sarif
+
+        sarif = to_sarif(annotations, command=COMMAND, exit_code=int(exit_code), version=__version__)
+        ci_options.deliver(sarif, output)
+    else:
+        from deerflow_ckpt.report.lint_text import render_text
+
+        if output is None:
+            render_text(report, annotations, stdout_console(color.flag()))
+            return
+        console = stdout_console(color=False)
+        with console.capture() as capture:
+            render_text(report, annotations, console)
+        ci_options.deliver(capture.get(), output)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(COMMAND)(lint_config)

@@ -1,0 +1,27 @@
+"""lint-config findings as CI annotations: each one located at its file and line."""
+
+from __future__ import annotations
+
+from deerflow_ckpt.config.lint import Finding
+from deerflow_ckpt.config.lint_files import LintReport
+from deerflow_ckpt.report.annotations import Annotation, FileSpot, severity_counts
+
+
+def full_message(finding: Finding) -> str:
+    """The message, then DeerFlow's own log line verbatim when it logs one for this case."""
+    if finding.deerflow_warning is None:
+        return finding.message
+    return f"{finding.message}. DeerFlow logs: {finding.deerflow_warning}"
+
+
+def annotations_of(report: LintReport) -> list[Annotation]:
+    return [
+        Annotation(finding.rule, finding.severity, full_message(finding), FileSpot(name, finding.line))
+        for name, finding in report.all_findings()
+    ]
+
+
+def headline(report: LintReport) -> str:
+    counts = severity_counts(annotations_of(report))
+    parts = ", ".join(f"{count} {severity}" for severity, count in counts.items())
+    return f"Linted {len(report.files)} config file(s): {parts}."

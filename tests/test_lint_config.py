@@ -1,0 +1,569 @@
+"""`ckpt lint-config`: every rule on its fixture with exact lines, DeerFlow's warnings verbatim, `$VAR`
+values, the cross-file check on SQLite and Postgres, and the CLI contract (formats, streams, exits,
+colour) in real subprocesses. Fixtures: fixtures/lint_configs/ (see its README).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from deerflow_ckpt.analysis.rules import RULES
+from deerflow_ckpt.config import messages
+from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
+from deerflow_ckpt.config.lint_files import LintReport, lint_files
+from deerflow_ckpt.store.identity import DatabaseIdentity, parse_dsn, postgres_identity
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures" / "lint_configs"
+SHARED = FIXTURES / "shared"
+# config.example.yaml's layout after make config-upgrade, migrated: what a clean DeerFlow config looks like.
+DEERFLOW_CLEAN = REPO / "fixtures" / "configs" / "deerflow_style_upgraded" / "expected.yaml"
+PASSWORD = "s3cret"
+ANSI = "\x1b["
+# Variables that would change what a run sees; every test starts without them.
+OUTSIDE = ("NO_COLOR", "FORCE_COLOR", "TERM", "GITHUB_STEP_SUMMARY", "DEER_FLOW_HOME", "DEER_FLOW_PROJECT_ROOT")
+OUTSIDE_VARS = ("DEER_FLOW_CONFIG_PATH", "DATABASE_URL", "SNAPSHOT_FREQUENCY", "SNAPSHOT_FREQ", *OUTSIDE)
+
+
+def lint(path: Path, environ: dict[str, str] | None = None, cwd: Path = REPO) -> FileLint:
+    return lint_config_bytes(path.read_bytes(), environ or {}, cwd)
+
+
+def spots(findings: tuple[Finding, ...] | list[Finding]) -> list[tuple[str, int | None]]:
+    return [(finding.rule, finding.line) for finding in findings]
+
+
+def only(findings: tuple[Finding, ...], code: str, line: int) -> Finding:
+    matching = [finding for finding in findings if (finding.rule, finding.line) == (code, line)]
+    assert len(matching) == 1, findings
+    return matching[0]
+
+
+def report(*paths: Path, environ: dict[str, str] | None = None, base: Path = REPO) -> LintReport:
+    return lint_files([(str(path), path.read_bytes()) for path in paths], environ or {}, base)
+
+
+def cross(result: LintReport) -> list[tuple[str, int | None]]:
+    return sorted((Path(path).name, finding.line) for path, finding in result.consistency.findings)
+
+
+def ckpt(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in OUTSIDE_VARS}
+    environment.update(env or {})
+    result = subprocess.run(
+        [sys.executable, "-m", "deerflow_ckpt", "lint-config", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        timeout=120,
+    )
+    assert "Traceback" not in result.stderr
+    return result
+
+
+# -- one file: each rule on its case, at its line --------------------------------------------------
+
+EXPECTED: dict[str, list[tuple[str, int | None]]] = {
+    "clean_delta": [],
+    "rejected_values": [("CK500", line) for line in (5, 6, 7, 8, 9, 11, 13, 15, 16)],
+    "backend_unknown": [("CK500", 2)],
+    "postgres_without_url": [("CK500", 3)],
+    "bad_dsn_scheme": [("CK500", 3)],
+    "database_not_mapping": [("CK500", 3)],
+    "invalid_yaml": [("CK500", 4)],
+    "multi_document": [("CK500", 4)],
+    "legacy_carried": [("CK501", 6)],
+    "legacy_same_as_nested": [("CK501", 6)],
+    "legacy_lost_to_upgrade": [("CK502", 8)],
+    "delta_scalar_with_legacy": [("CK503", 4)],
+    "delta_null": [("CK503", 4)],
+    "boolean_cadence": [("CK504", 5)],
+    "unknown_keys": [("CK505", 2), ("CK505", 7), ("CK505", 10), ("CK505", 12)],
+    "cadence_in_full_mode": [("CK506", 5)],
+    "cadence_without_mode": [("CK506", 4)],
+    "checkpointer_override": [("CK507", 7)],
+    "duplicate_keys": [("CK508", 1), ("CK508", 10)],
+    "env_references": [("CK509", 4), ("CK509", 8)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_rule_fires_on_its_case_at_its_line(name: str) -> None:
+    assert spots(lint(FIXTURES / f"{name}.yaml").findings) == EXPECTED[name]
+
+
+def test_every_config_rule_has_a_case() -> None:
+    fired = {code for cases in EXPECTED.values() for code, _ in cases}
+    assert fired | {"CK510"} == {code for code in RULES if code.startswith("CK5")}
+
+
+@pytest.mark.parametrize("path", [DEERFLOW_CLEAN, FIXTURES / "clean_delta.yaml"], ids=["deerflow_example", "delta"])
+def test_a_clean_deerflow_config_gets_no_findings(path: Path) -> None:
+    result = lint(path)
+    assert result.findings == ()
+    assert result.facts is not None
+
+
+def test_unknown_keys_say_what_deerflow_does_instead() -> None:
+    findings = lint(FIXTURES / "unknown_keys.yaml").findings
+    assert only(findings, "CK505", 10).message == (
+        "database.checkpoint_delta.snapshot_freq is not a key DeerFlow knows; it is ignored and the cadence "
+        "stays 10 (did you mean snapshot_frequency?)"
+    )
+    assert only(findings, "CK505", 7).message.endswith("(did you mean pool_size?)")
+    assert only(findings, "CK505", 12).message.endswith("(did you mean max_entries?)")
+    top = only(findings, "CK505", 2).message
+    assert "not read at the top level" in top and "did you mean database.checkpoint_channel_mode?" in top
+
+
+def test_rejected_values_name_key_value_and_pydantic_reason() -> None:
+    findings = lint(FIXTURES / "rejected_values.yaml").findings
+    mode = only(findings, "CK500", 9).message
+    assert mode.startswith("database.checkpoint_channel_mode: Delta is rejected by DeerFlow")
+    assert "write delta" in mode
+    assert "database.pool_recycle: 0" in only(findings, "CK500", 5).message
+    assert "database.checkpoint_delta.snapshot_frequency: 0" in only(findings, "CK500", 11).message
+    assert "database.checkpoint_cache.type: Redis" in only(findings, "CK500", 15).message
+    schema = only(findings, "CK500", 8).message
+    assert "postgres_schema must be a plain lowercase PostgreSQL identifier matching [a-z_][a-z0-9_]{0,62}" in schema
+
+
+def test_a_file_deerflow_refuses_takes_no_part_in_the_cross_file_check() -> None:
+    for name in ("rejected_values", "invalid_yaml", "multi_document", "delta_null", "database_not_mapping"):
+        assert lint(FIXTURES / f"{name}.yaml").facts is None, name
+
+
+def test_boolean_cadence_is_read_as_1() -> None:
+    result = lint(FIXTURES / "boolean_cadence.yaml")
+    assert "yes is a boolean" in only(result.findings, "CK504", 5).message
+    assert result.facts is not None and result.facts.cadence.value == 1
+
+
+def test_non_utf8_and_unconstructible_files_are_ck500_at_their_line() -> None:
+    corpus = REPO / "fixtures" / "configs"
+    assert spots(lint(corpus / "fail_non_utf8" / "input.yaml").findings) == [("CK500", 1)]
+    assert spots(lint(corpus / "fail_unknown_tag" / "input.yaml").findings)[0][0] == "CK500"
+    assert spots(lint_config_bytes(b"database:\n  backend: sqlite\n- x\n", {}, REPO).findings) == [("CK500", 3)]
+
+
+def test_full_mode_says_the_cadence_changes_nothing() -> None:
+    unset = only(lint(FIXTURES / "cadence_without_mode.yaml").findings, "CK506", 4).message
+    assert "checkpoint_channel_mode is not set, so it is full" in unset
+    written = only(lint(FIXTURES / "cadence_in_full_mode.yaml").findings, "CK506", 5).message
+    assert written.startswith("database.checkpoint_delta.snapshot_frequency is 250 but")
+
+
+def test_checkpointer_section_names_where_checkpoints_really_go(tmp_path: Path) -> None:
+    finding = only(lint(FIXTURES / "checkpointer_override.yaml", cwd=tmp_path).findings, "CK507", 7)
+    assert f"SQLite {tmp_path.resolve()}/.deer-flow/checkpoints.db" in finding.message
+    assert f"SQLite {tmp_path.resolve()}/.deer-flow/data/deerflow.db" in finding.message
+    home = tmp_path / "home"
+    moved = lint(FIXTURES / "checkpointer_override.yaml", {"DEER_FLOW_HOME": str(home)}, tmp_path)
+    assert moved.facts is not None and moved.facts.database == DatabaseIdentity(
+        "sqlite", ("sqlite", str(home / "checkpoints.db")), f"SQLite {home / 'checkpoints.db'}"
+    )
+
+
+def test_duplicate_database_section_names_the_one_that_counts() -> None:
+    findings = lint(FIXTURES / "duplicate_keys.yaml").findings
+    assert "database: is written 2 times (lines 1, 6)" in only(findings, "CK508", 1).message
+    assert "(lines 10, 11)" in only(findings, "CK508", 10).message
+
+
+# -- DeerFlow's warnings, verbatim ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "line", "warning"),
+    [
+        ("legacy_carried", "CK501", 6, messages.carried_forward(1000)),
+        ("legacy_same_as_nested", "CK501", 6, messages.BOTH_KEYS_SET),
+        ("legacy_lost_to_upgrade", "CK502", 8, messages.BOTH_KEYS_SET),
+        ("delta_scalar_with_legacy", "CK503", 4, messages.IGNORED_NON_MAPPING),
+    ],
+)
+def test_deerflow_warnings_verbatim(name: str, code: str, line: int, warning: str) -> None:
+    finding = only(lint(FIXTURES / f"{name}.yaml").findings, code, line)
+    assert finding.deerflow_warning == warning
+    text = ckpt("--color", "never", str(FIXTURES / f"{name}.yaml"))
+    assert f"    DeerFlow logs: {warning}\n" in text.stdout
+    document = json.loads(ckpt("--format", "json", str(FIXTURES / f"{name}.yaml")).stdout)
+    assert [f["deerflow_warning"] for f in document["findings"]] == [warning]
+
+
+def test_carried_warning_shows_the_resolved_value_as_deerflow_logs_it() -> None:
+    path = REPO / "fixtures" / "configs" / "env_var" / "input.yaml"
+    carried = only(lint(path, {"SNAPSHOT_FREQ": "250"}).findings, "CK501", 4)
+    assert carried.deerflow_warning == messages.carried_forward("250")
+    assert "('250')" in carried.deerflow_warning
+
+
+def test_lost_legacy_cadence_names_both_values() -> None:
+    message = only(lint(FIXTURES / "legacy_lost_to_upgrade.yaml").findings, "CK502", 8).message
+    assert "checkpoint_delta_snapshot_frequency is 1000" in message
+    assert "snapshot_frequency (line 7) is 10" in message
+
+
+# -- $VAR values ------------------------------------------------------------------------------------
+
+
+def test_unset_variables_are_info_and_leave_the_value_unknown() -> None:
+    result = lint(FIXTURES / "env_references.yaml")
+    url = only(result.findings, "CK509", 4).message
+    assert "$DATABASE_URL is not set here" in url and "leaves it out of the cross-file check" in url
+    assert "its cadence is not compared" in only(result.findings, "CK509", 8).message
+    assert result.facts is not None
+    assert result.facts.cadence.value is None
+    assert not isinstance(result.facts.database, DatabaseIdentity)
+
+
+def test_set_variables_are_resolved_and_linted_without_showing_secrets() -> None:
+    environ = {
+        "DATABASE_URL": f"postgresql+psycopg://deerflow:{PASSWORD}@db.internal/deerflow",
+        "SNAPSHOT_FREQUENCY": "250",
+    }
+    result = lint(FIXTURES / "env_references.yaml", environ)
+    assert spots(result.findings) == [("CK509", 4), ("CK509", 8)]
+    assert "set (the value is not shown)" in only(result.findings, "CK509", 4).message
+    assert "here it is '250'" in only(result.findings, "CK509", 8).message
+    assert result.facts is not None and result.facts.cadence.value == 250
+    assert isinstance(result.facts.database, DatabaseIdentity)
+    assert result.facts.database.display == "PostgreSQL db.internal:5432/deerflow, schema deerflow"
+    assert all(PASSWORD not in finding.message for finding in result.findings)
+
+
+@pytest.mark.parametrize("value", ["abc", "true", "0"])
+def test_a_resolved_value_deerflow_rejects_is_ck500(value: str) -> None:
+    # Resolved values are strings: "true" is not a boolean here, pydantic cannot parse it as an int.
+    result = lint(FIXTURES / "env_references.yaml", {"DATABASE_URL": "postgresql://h/db", "SNAPSHOT_FREQUENCY": value})
+    assert ("CK500", 8) in spots(result.findings)
+
+
+# -- across files -----------------------------------------------------------------------------------
+
+
+def test_sqlite_same_relative_dir_written_two_ways_must_agree_on_cadence() -> None:
+    result = report(SHARED / "sqlite_gateway.yaml", SHARED / "sqlite_worker.yaml")
+    assert len(result.consistency.databases) == 1
+    assert cross(result) == [("sqlite_gateway.yaml", 8), ("sqlite_worker.yaml", 2)]
+    messages_by_file = {Path(p).name: f.message for p, f in result.consistency.findings}
+    gateway = messages_by_file["sqlite_gateway.yaml"]
+    assert gateway.startswith("the effective cadence is 250 here (database.checkpoint_delta.snapshot_frequency")
+    assert f"10 in {SHARED / 'sqlite_worker.yaml'} (DeerFlow's default, line 2)" in gateway
+    assert f"SQLite {REPO}/.deer-flow/data/deerflow.db" in gateway
+    assert "250 in" in messages_by_file["sqlite_worker.yaml"]
+
+
+def test_sqlite_agreeing_configs_get_no_conflict() -> None:
+    result = report(SHARED / "sqlite_gateway.yaml", SHARED / "sqlite_agrees.yaml")
+    assert result.consistency.findings == ()
+    assert [len(shared.paths) for shared in result.consistency.databases] == [2]
+
+
+def test_sqlite_octal_cadence_disagrees() -> None:
+    result = report(SHARED / "sqlite_gateway.yaml", SHARED / "sqlite_octal.yaml")
+    assert cross(result) == [("sqlite_gateway.yaml", 8), ("sqlite_octal.yaml", 6)]
+    assert any("168 here" in finding.message for _, finding in result.consistency.findings)
+
+
+def test_sqlite_same_absolute_path_written_two_ways_must_agree_on_mode() -> None:
+    result = report(SHARED / "sqlite_absolute_a.yaml", SHARED / "sqlite_absolute_b.yaml")
+    assert [shared.identity.display for shared in result.consistency.databases] == [
+        "SQLite /srv/deerflow/data/deerflow.db"
+    ]
+    assert cross(result) == [("sqlite_absolute_a.yaml", 4), ("sqlite_absolute_b.yaml", 4)]
+    for path, finding in result.consistency.findings:
+        assert finding.rule == "CK510"
+        other = "sqlite_absolute_b.yaml" if path.endswith("a.yaml") else "sqlite_absolute_a.yaml"
+        assert other in finding.message
+        assert "delta" in finding.message and "full" in finding.message
+
+
+def test_relative_sqlite_dir_resolves_against_the_sqlite_base(tmp_path: Path) -> None:
+    absolute = tmp_path / "absolute.yaml"
+    absolute.write_text(
+        f"database:\n  backend: sqlite\n  sqlite_dir: {tmp_path}/.deer-flow/data\n  checkpoint_channel_mode: full\n",
+        encoding="utf-8",
+    )
+    apart = report(SHARED / "sqlite_gateway.yaml", absolute, base=REPO)
+    assert apart.consistency.findings == () and len(apart.consistency.databases) == 2
+    together = report(SHARED / "sqlite_gateway.yaml", absolute, base=tmp_path)
+    assert cross(together) == [("absolute.yaml", 4), ("sqlite_gateway.yaml", 6)]
+
+
+def test_postgres_same_database_through_different_dsn_spellings() -> None:
+    result = report(
+        SHARED / "postgres_gateway.yaml", SHARED / "postgres_worker.yaml", SHARED / "postgres_keywords.yaml"
+    )
+    assert [shared.identity.display for shared in result.consistency.databases] == [
+        "PostgreSQL db.internal:5432/deerflow, schema deerflow"
+    ]
+    # Mode: the +asyncpg worker is full; cadence: only the delta files are compared (250 against 100).
+    assert cross(result) == [
+        ("postgres_gateway.yaml", 5),
+        ("postgres_gateway.yaml", 7),
+        ("postgres_keywords.yaml", 5),
+        ("postgres_keywords.yaml", 7),
+        ("postgres_worker.yaml", 6),
+    ]
+    assert all(PASSWORD not in finding.message for _, finding in result.consistency.findings)
+
+
+def test_postgres_different_schemas_do_not_conflict() -> None:
+    result = report(SHARED / "postgres_gateway.yaml", SHARED / "postgres_other_schema.yaml")
+    assert result.consistency.findings == ()
+    assert len(result.consistency.databases) == 2
+
+
+def test_unresolved_database_url_is_left_out_with_its_reason() -> None:
+    result = report(FIXTURES / "env_references.yaml", SHARED / "postgres_gateway.yaml")
+    assert result.consistency.left_out == (
+        (
+            str(FIXTURES / "env_references.yaml"),
+            "database.postgres_url comes from $DATABASE_URL, which is not set here",
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        f"postgresql://deerflow:{PASSWORD}@db.internal:5432/deerflow",
+        "postgresql://DB.internal/deerflow?sslmode=require",
+        "postgresql://u:p%40ss@h:6543/d%20b?application_name=x",
+        "postgresql://h1:5432,h2:5433/db",
+        "postgresql://[::1]:5432/db",
+        "postgresql://h/db?host=other&port=7000",
+        "postgresql:///deerflow",
+        f"host=db.internal port=5432 dbname=deerflow user=deerflow password={PASSWORD}",
+        "host = h  dbname='my db' password='it\\'s'",
+    ],
+)
+def test_dsn_parsing_matches_libpq(dsn: str) -> None:
+    assert parse_dsn(dsn) == conninfo_to_dict(dsn)
+
+
+def test_postgres_identity_normalises_driver_host_case_and_default_port() -> None:
+    spellings = [
+        "postgresql://u:a@db.internal:5432/deerflow",
+        "postgresql+asyncpg://u:b@DB.internal/deerflow",
+        "postgres://db.internal/deerflow",
+        "host=db.internal dbname=deerflow",
+    ]
+    assert len({postgres_identity(dsn, "deerflow").key for dsn in spellings}) == 1
+    assert postgres_identity(spellings[0], "").key == postgres_identity(spellings[0], "public").key
+    assert postgres_identity(spellings[0], "staging").key != postgres_identity(spellings[0], "deerflow").key
+
+
+# -- the command line, as an operator runs it ----------------------------------------------------------
+
+
+def test_clean_exits_0_with_the_report_on_stdout_only() -> None:
+    result = ckpt(str(DEERFLOW_CLEAN))
+    assert result.returncode == 0
+    assert result.stderr == ""
+    assert "1 config file: no findings." in result.stdout
+    assert f"SQLite {REPO}/.deer-flow/data/deerflow.db" in result.stdout
+
+
+def test_text_lines_are_path_line_rule_severity_message() -> None:
+    path = FIXTURES / "boolean_cadence.yaml"
+    result = ckpt("--color", "never", str(path))
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"{path}:5: CK504 error: database.checkpoint_delta.snapshot_frequency: yes")
+    assert "1 config file: 1 error, 0 warnings, 0 info." in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "expected"),
+    [
+        ("boolean_cadence", (), 1),  # error
+        ("boolean_cadence", ("--exit-zero",), 0),
+        ("legacy_carried", (), 0),  # warning only
+        ("legacy_carried", ("--fail-on", "warning"), 1),
+        ("legacy_carried", ("--fail-on", "warning", "--exit-zero"), 0),
+        ("env_references", ("--fail-on", "warning"), 0),  # info only
+        ("env_references", ("--fail-on", "info"), 1),
+        ("clean_delta", ("--fail-on", "info"), 0),
+    ],
+)
+def test_exit_codes(name: str, args: tuple[str, ...], expected: int) -> None:
+    for output_format in ("text", "json"):
+        result = ckpt(*args, "--format", output_format, str(FIXTURES / f"{name}.yaml"))
+        assert result.returncode == expected, (output_format, result.stdout)
+
+
+@pytest.mark.parametrize("args", [("--exit-zero",), ()])
+def test_a_missing_file_exits_2_with_one_line_and_no_payload(args: tuple[str, ...], tmp_path: Path) -> None:
+    result = ckpt(*args, "--format", "json", str(FIXTURES / "clean_delta.yaml"), str(tmp_path / "missing.yaml"))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == f"ckpt: error: cannot read {tmp_path / 'missing.yaml'}: no such file\n"
+
+
+def test_a_directory_exits_2(tmp_path: Path) -> None:
+    result = ckpt(str(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "is a directory" in result.stderr
+
+
+def test_without_files_it_lints_the_config_deerflow_would_find(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_bytes((FIXTURES / "boolean_cadence.yaml").read_bytes())
+    result = ckpt("--format", "json", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "ckpt: using" in result.stderr
+    assert [(f["rule"], f["line"]) for f in json.loads(result.stdout)["findings"]] == [("CK504", 5)]
+
+
+def test_relative_sqlite_dir_resolves_against_the_working_directory(tmp_path: Path) -> None:
+    result = ckpt("--format", "json", str(SHARED / "sqlite_gateway.yaml"), cwd=tmp_path)
+    databases = json.loads(result.stdout)["databases"]
+    assert databases[0]["display"] == f"SQLite {tmp_path.resolve()}/.deer-flow/data/deerflow.db"
+    based = ckpt("--format", "json", "--sqlite-base", str(tmp_path / "backend"), str(SHARED / "sqlite_gateway.yaml"))
+    display = json.loads(based.stdout)["databases"][0]["display"]
+    assert display == f"SQLite {tmp_path.resolve()}/backend/.deer-flow/data/deerflow.db"
+
+
+def test_json_document() -> None:
+    result = ckpt("--format", "json", str(SHARED / "sqlite_gateway.yaml"), str(SHARED / "sqlite_worker.yaml"))
+    assert result.returncode == 1 and result.stderr == ""
+    document = json.loads(result.stdout)
+    assert document["schema_version"] == 1
+    assert document["command"] == "lint-config"
+    assert document["exit_code"] == 1
+    assert document["summary"] == {
+        "files": 2,
+        "by_rule": {"CK510": 2},
+        "by_severity": {"error": 2, "warning": 0, "info": 0},
+    }
+    assert [(f["path"], f["line"], f["rule"], f["severity"]) for f in document["findings"]] == [
+        (str(SHARED / "sqlite_gateway.yaml"), 8, "CK510", "error"),
+        (str(SHARED / "sqlite_worker.yaml"), 2, "CK510", "error"),
+    ]
+    gateway = document["files"][0]
+    assert gateway["channel_mode"] == {
+        "value": "delta",
+        "line": 6,
+        "origin": "database.checkpoint_channel_mode",
+        "default": False,
+    }
+    assert gateway["cadence"]["value"] == 250
+    assert document["databases"] == [
+        {
+            "kind": "sqlite",
+            "display": f"SQLite {REPO}/.deer-flow/data/deerflow.db",
+            "paths": [str(SHARED / "sqlite_gateway.yaml"), str(SHARED / "sqlite_worker.yaml")],
+        }
+    ]
+
+
+def test_github_format_annotates_each_file_line_and_appends_the_step_summary(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    paths = (FIXTURES / "legacy_carried.yaml", FIXTURES / "backend_unknown.yaml", FIXTURES / "env_references.yaml")
+    result = ckpt("--format", "github", *map(str, paths), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["::warning", "::error", "::notice", "::notice"]
+    assert f"file={paths[0]},line=6::" in lines[0]
+    assert "title=CK501 deprecated flat cadence key" in lines[0]
+    assert messages.carried_forward(1000) in lines[0]
+    assert f"file={paths[1]},line=2::" in lines[1]
+    assert f"file={paths[2]},line=4::" in lines[2] and f"file={paths[2]},line=8::" in lines[3]
+    assert "ckpt: Linted 3 config file(s)" in result.stderr
+    written = summary.read_text(encoding="utf-8")
+    assert written.startswith("earlier step\n### ckpt lint-config\n")
+    assert "| CK500 | error |" in written
+
+
+def test_sarif_format() -> None:
+    path = FIXTURES / "unknown_keys.yaml"
+    result = ckpt("--format", "sarif", str(path))
+    assert result.returncode == 0 and result.stderr == ""
+    sarif = json.loads(result.stdout)
+    assert sarif["version"] == "2.1.0"
+    results = sarif["runs"][0]["results"]
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results] == [
+        ("CK505", 2),
+        ("CK505", 7),
+        ("CK505", 10),
+        ("CK505", 12),
+    ]
+
+
+def test_output_file_takes_the_payload(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    result = ckpt("--format", "json", "--output", str(target), str(FIXTURES / "boolean_cadence.yaml"))
+    assert result.returncode == 1 and result.stdout == ""
+    assert json.loads(target.read_text(encoding="utf-8"))["findings"][0]["rule"] == "CK504"
+
+
+PASSWORD_FILES = (
+    SHARED / "postgres_gateway.yaml",
+    SHARED / "postgres_worker.yaml",
+    SHARED / "postgres_keywords.yaml",
+    FIXTURES / "bad_dsn_scheme.yaml",
+    FIXTURES / "env_references.yaml",
+)
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "github", "sarif"])
+def test_passwords_never_appear(output_format: str, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    env = {
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "DATABASE_URL": f"postgresql://deerflow:{PASSWORD}@db.internal/deerflow",
+        "SNAPSHOT_FREQUENCY": "250",
+    }
+    result = ckpt("--format", output_format, *map(str, PASSWORD_FILES), env=env)
+    assert result.returncode == 1
+    assert "CK510" in result.stdout and "CK500" in result.stdout
+    assert PASSWORD not in result.stdout + result.stderr
+    if summary.exists():
+        assert PASSWORD not in summary.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "coloured"),
+    [
+        ((), {}, False),  # piped
+        (("--color", "never"), {"FORCE_COLOR": "1"}, False),
+        (("--color", "auto"), {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+        (("--color", "auto"), {"FORCE_COLOR": "1"}, True),
+        (("--color", "always"), {}, True),
+    ],
+)
+def test_text_colour(args: tuple[str, ...], env: dict[str, str], coloured: bool) -> None:
+    result = ckpt(*args, str(FIXTURES / "boolean_cadence.yaml"), env=env)
+    assert result.returncode == 1
+    assert (ANSI in result.stdout) is coloured
+    assert ANSI not in result.stderr
+
+
+@pytest.mark.parametrize("output_format", ["json", "github", "sarif"])
+def test_machine_formats_never_carry_ansi(output_format: str) -> None:
+    result = ckpt("--format", output_format, "--color", "always", str(FIXTURES / "boolean_cadence.yaml"))
+    assert result.returncode == 1
+    assert ANSI not in result.stdout + result.stderr
+
+
+def test_text_to_a_file_has_no_colour(tmp_path: Path) -> None:
+    target = tmp_path / "report.txt"
+    ckpt("--color", "always", "--output", str(target), str(FIXTURES / "boolean_cadence.yaml"))
+    assert "CK504" in target.read_text(encoding="utf-8")
+    assert ANSI not in target.read_text(encoding="utf-8")
+
+
+def test_the_same_file_twice_is_linted_once() -> None:
+    path = str(FIXTURES / "boolean_cadence.yaml")
+    document: dict[str, Any] = json.loads(ckpt("--format", "json", path, path).stdout)
+    assert len(document["files"]) == 1 and len(document["findings"]) == 1
