@@ -248,6 +248,14 @@ def test_a_resolved_value_deerflow_rejects_is_ck500(value: str) -> None:
     assert ("CK500", 8) in spots(result.findings)
 
 
+def test_an_unset_section_is_unknown_not_rejected() -> None:
+    text = "database:\n  checkpoint_delta_snapshot_frequency: $LEGACY\n  checkpoint_delta: $DELTA\n"
+    assert spots(lint_config_bytes(text.encode(), {}, REPO).findings) == [("CK509", 2), ("CK509", 3)]
+    # Set, the string is not a mapping: DeerFlow drops the legacy key (W2) and rejects the section.
+    rejected = lint_config_bytes(text.encode(), {"LEGACY": "5", "DELTA": "5"}, REPO).findings
+    assert only(rejected, "CK503", 3).deerflow_warning == messages.IGNORED_NON_MAPPING
+
+
 # -- across files -----------------------------------------------------------------------------------
 
 

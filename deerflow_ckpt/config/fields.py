@@ -7,7 +7,6 @@ sets `model_config`, so pydantic's default extra="ignore" drops every other key 
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -118,7 +117,3 @@ def schema_problem(value: str) -> str | None:
             f"{POSTGRES_SCHEMA_PATTERN.pattern}; got {value!r}"
         )
     return None
-
-
-def is_finite(value: object) -> bool:
-    return not (isinstance(value, float) and not math.isfinite(value))

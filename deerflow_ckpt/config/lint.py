@@ -18,7 +18,7 @@ import yaml
 
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.config import fields, yamlnodes
-from deerflow_ckpt.config.database import read_database_settings, resolve_reference
+from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -30,9 +30,17 @@ from deerflow_ckpt.config.keys import (
     LEGACY_CADENCE_KEY,
     LEGACY_CHECKPOINTER,
 )
+from deerflow_ckpt.config.lint_env import Reference, Unset, resolve_tree
+from deerflow_ckpt.config.lint_source import (
+    SECRET_KEYS,
+    ConfigSource,
+    document_lines,
+    dotted,
+    kind_of,
+    yaml_problem,
+)
 from deerflow_ckpt.config.values import (
     CadenceReading,
-    SafeLoader,
     ShimBranch,
     apply_legacy_shim,
     compose_documents,
@@ -44,8 +52,6 @@ from deerflow_ckpt.store.identity import DatabaseIdentity, Unlocated, checkpoint
 
 # The make config-upgrade default written next to a legacy key (config.example.yaml's value).
 UPGRADER_DEFAULT = 10
-# Values that may hold a password: never shown, even resolved.
-SECRET_KEYS = frozenset({"postgres_url", "redis_url", "connection_string"})
 # Keys that decide where checkpoints go, per section.
 LOCATION_KEYS = {
     DATABASE: ("backend", "sqlite_dir", "postgres_url", "postgres_schema"),
@@ -62,7 +68,6 @@ MISPLACED = (
     fields.GRAPH_CACHE_SECTION,
     fields.HISTORY_CACHE_SECTION,
 )
-_SHOWN_WIDTH = 60
 
 
 @dataclass(frozen=True)
@@ -112,20 +117,6 @@ class FileLint:
     facts: CheckpointFacts | None
 
 
-@dataclass(frozen=True)
-class _Unset:
-    """A `$VAR` whose variable is not set where ckpt runs."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class _Reference:
-    path: tuple[str, ...]
-    name: str
-    value: object
-
-
 def lint_config_bytes(raw: bytes, environ: Mapping[str, str], cwd: Path) -> FileLint:
     """Lint one config file's bytes; `cwd` is the directory DeerFlow's process runs in."""
     try:
@@ -141,36 +132,6 @@ def lint_config_text(text: str, environ: Mapping[str, str], cwd: Path) -> FileLi
     return _Linter(text, environ, cwd).run()
 
 
-def dotted(path: tuple[object, ...]) -> str:
-    return ".".join(str(part) for part in path)
-
-
-def _yaml_problem(exc: Exception, text: str) -> Finding:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    position = getattr(exc, "position", None)
-    if mark is not None and hasattr(mark, "line"):
-        line: int | None = int(mark.line) + 1
-    elif isinstance(position, int):
-        line = text.count("\n", 0, position) + 1
-    else:
-        line = None
-    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
-    return Finding("CK500", line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start")
-
-
-def _document_lines(text: str) -> list[int]:
-    """1-based line where each document starts (its `---` when one is written)."""
-    events = yaml.parse(text, Loader=SafeLoader)
-    return [int(e.start_mark.line) + 1 for e in events if isinstance(e, yaml.DocumentStartEvent) and e.start_mark]
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
-    return names.get(type(value), "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}")
-
-
 def _suggest(name: object, candidates: list[str]) -> str | None:
     matches = difflib.get_close_matches(str(name).lower(), candidates, n=1, cutoff=0.6)
     return matches[0] if matches else None
@@ -181,9 +142,9 @@ class _Linter:
         self.text = text
         self.environ = environ
         self.cwd = cwd
-        self.root: yaml.Node | None = None
+        self.source = ConfigSource(text, None)
         self.findings: list[Finding] = []
-        self.references: list[_Reference] = []
+        self.references: list[Reference] = []
 
     def add(self, code: str, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
         self.findings.append(Finding(code, line, redact(message), deerflow_warning))
@@ -195,56 +156,15 @@ class _Linter:
         ordered = sorted(self.findings, key=lambda f: (f.line or 0, f.rule))
         return FileLint(tuple(ordered), None if self.refused() else facts)
 
-    # -- locating --------------------------------------------------------------------------------
-
-    def pair(self, path: tuple[Any, ...]) -> tuple[yaml.Node, yaml.Node] | None:
-        node, found = self.root, None
-        for name in path:
-            if not isinstance(node, yaml.MappingNode) or not isinstance(name, str):
-                return None
-            found = yamlnodes.find_own(node, name)
-            if found is None:
-                return None
-            node = found[1]
-        return found
-
-    def line(self, *path: Any) -> int | None:
-        """The line of the deepest key of `path` written in the file itself (merge keys fall back)."""
-        for depth in range(len(path), 0, -1):
-            found = self.pair(path[:depth])
-            if found is not None:
-                return int(found[0].start_mark.line) + 1
-        return None
-
-    def described(self, path: tuple[Any, ...], value: object) -> str:
-        """`a string (abc)`, `null (~)`, or just `null` when nothing is written."""
-        shown = self.shown(path, value)
-        return _kind(value) if shown == "(empty)" else f"{_kind(value)} ({shown})"
-
-    def shown(self, path: tuple[Any, ...], value: object) -> str:
-        """The value as written (with what a `$VAR` resolves to), short, on one line, never a password."""
-        found = self.pair(path)
-        if found is not None and isinstance(found[1], yaml.ScalarNode):
-            start, end = yamlnodes.value_span(self.text, *found)
-            written = " ".join(self.text[start:end].split()) or "(empty)"
-        else:
-            written = repr(value)
-        if written.startswith("$") and not isinstance(value, _Unset) and path[-1] not in SECRET_KEYS:
-            written += f" (= {value!r})"
-        if len(written) > _SHOWN_WIDTH:
-            written = written[: _SHOWN_WIDTH - 3] + "..."
-        return redact(written)
-
     # -- the file --------------------------------------------------------------------------------
 
     def run(self) -> FileLint:
         try:
             documents = compose_documents(self.text)
         except yaml.YAMLError as exc:
-            self.findings.append(_yaml_problem(exc, self.text))
-            return self.result(None)
+            return self.unreadable(exc)
         if len(documents) > 1:
-            lines = _document_lines(self.text)
+            lines = document_lines(self.text)
             self.add(
                 "CK500",
                 lines[1] if len(lines) > 1 else None,
@@ -256,28 +176,37 @@ class _Linter:
             data = load_values(self.text)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
             # Composes but does not construct (an unknown tag, `!!int abc`): safe_load fails the same way.
-            self.findings.append(_yaml_problem(exc, self.text))
-            return self.result(None)
-        self.root = documents[0] if documents else None
+            return self.unreadable(exc)
+        self.source = ConfigSource(self.text, documents[0] if documents else None)
         # AppConfig.from_file: `yaml.safe_load(f) or {}`.
         data = data or {}
         if not isinstance(data, dict):
-            self.add("CK500", 1, f"the file holds {_kind(data)}, not a mapping of sections; DeerFlow cannot load it")
+            self.add("CK500", 1, f"the file holds {kind_of(data)}, not a mapping of sections; DeerFlow cannot load it")
             return self.result(None)
         self.check_top_level(data)
         for section in (DATABASE, LEGACY_CHECKPOINTER):
             # A null section is dropped (database: null gets the defaults); anything else must be a mapping.
             value = data.get(section)
             if value is not None and not isinstance(value, dict):
-                shown = self.described((section,), value)
-                self.add("CK500", self.line(section), f"{section} is {shown}, not a mapping; DeerFlow cannot load it")
+                shown = self.source.described((section,), value)
+                self.add(
+                    "CK500", self.source.line(section), f"{section} is {shown}, not a mapping; DeerFlow cannot load it"
+                )
                 return self.result(None)
-        database = self.resolve(data.get(DATABASE) or {}, (DATABASE,))
+        database = resolve_tree(data.get(DATABASE) or {}, (DATABASE,), self.environ, self.references)
+        checkpointer = resolve_tree(
+            data.get(LEGACY_CHECKPOINTER), (LEGACY_CHECKPOINTER,), self.environ, self.references
+        )
         assert isinstance(database, dict)
-        return self.check_database(data, database, self.resolve(data.get(LEGACY_CHECKPOINTER), (LEGACY_CHECKPOINTER,)))
+        return self.check_database(data, database, checkpointer)
+
+    def unreadable(self, exc: Exception) -> FileLint:
+        line, problem = yaml_problem(exc, self.text)
+        self.add("CK500", line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start")
+        return self.result(None)
 
     def check_top_level(self, data: dict[Any, Any]) -> None:
-        if isinstance(self.root, yaml.MappingNode):
+        if isinstance(self.source.root, yaml.MappingNode):
             for section in (DATABASE, LEGACY_CHECKPOINTER):
                 self.check_duplicates(section)
         for name in MISPLACED:
@@ -285,8 +214,8 @@ class _Linter:
                 self.misplaced((name,), "at the top level")
 
     def check_duplicates(self, section: str) -> None:
-        assert isinstance(self.root, yaml.MappingNode)
-        keys = [key for key, _ in yamlnodes.own_pairs(self.root) if isinstance(key, yaml.ScalarNode)]
+        assert isinstance(self.source.root, yaml.MappingNode)
+        keys = [key for key, _ in yamlnodes.own_pairs(self.source.root) if isinstance(key, yaml.ScalarNode)]
         lines = [int(key.start_mark.line) + 1 for key in keys if key.value == section]
         if len(lines) > 1:
             self.add(
@@ -295,7 +224,7 @@ class _Linter:
                 f"{section}: is written {len(lines)} times (lines {', '.join(map(str, lines))}); PyYAML keeps only "
                 f"the last one (line {lines[-1]}), so every key in the others is ignored",
             )
-        found = self.pair((section,))
+        found = self.source.pair((section,))
         if found is None or not isinstance(found[1], yaml.MappingNode):
             return
         for duplicate in yamlnodes.duplicate_keys(found[1]):
@@ -312,33 +241,20 @@ class _Linter:
         target = f"{DATABASE}.{DELTA_SECTION}.{CADENCE_KEY}" if name in (LEGACY_CADENCE_KEY, CADENCE_KEY) else None
         self.add(
             "CK505",
-            self.line(*path),
+            self.source.line(*path),
             f"{dotted(path)} is not read {where}: DeerFlow reads checkpoint settings only under database:, so it "
             f"is ignored (did you mean {target or f'{DATABASE}.{name}'}?)",
         )
 
     # -- $VAR ------------------------------------------------------------------------------------
 
-    def resolve(self, value: object, path: tuple[Any, ...]) -> object:
-        """DeerFlow's resolve_env_variables: every string value starting with `$`, keys never."""
-        if isinstance(value, dict):
-            return {key: self.resolve(item, (*path, key)) for key, item in value.items()}
-        if isinstance(value, list):
-            return [self.resolve(item, (*path, index)) for index, item in enumerate(value)]
-        resolved, name = resolve_reference(value, self.environ)
-        if name is None:
-            return value
-        outcome = _Unset(name) if resolved is None else resolved
-        self.references.append(_Reference(path, name, outcome))
-        return outcome
-
     def report_references(self, location_section: str) -> None:
         for reference in self.references:
             path, name = reference.path, reference.name
             subject = f"{dotted(path)} is ${name}: DeerFlow reads it from its environment when it loads the config"
-            if not isinstance(reference.value, _Unset):
+            if not isinstance(reference.value, Unset):
                 shown = "set (the value is not shown)" if path[-1] in SECRET_KEYS else repr(reference.value)
-                self.add("CK509", self.line(*path), f"{subject}; here it is {shown}, and ckpt checks that value")
+                self.add("CK509", self.source.line(*path), f"{subject}; here it is {shown}, and ckpt checks that value")
                 continue
             if path[0] == location_section and path[-1] in LOCATION_KEYS[location_section]:
                 effect = "so ckpt cannot tell which database this file uses and leaves it out of the cross-file check"
@@ -350,7 +266,7 @@ class _Linter:
                 effect = "so ckpt cannot check it"
             self.add(
                 "CK509",
-                self.line(*path),
+                self.source.line(*path),
                 f"{subject}; ${name} is not set here (DeerFlow refuses to load a config whose variable is unset in "
                 f"its own environment), {effect}",
             )
@@ -382,14 +298,16 @@ class _Linter:
             return
         legacy_path = (DATABASE, LEGACY_CADENCE_KEY)
         legacy = resolved[LEGACY_CADENCE_KEY]
-        legacy_line = self.line(*legacy_path)
-        legacy_shown = self.shown(legacy_path, legacy)
+        legacy_line = self.source.line(*legacy_path)
+        legacy_shown = self.source.shown(legacy_path, legacy)
         if branch is ShimBranch.IGNORED:
             delta = database[DELTA_SECTION]
+            if isinstance(delta, Unset):
+                return  # unknown here: the CK509 for it says so
             self.add(
                 "CK503",
-                self.line(DATABASE, DELTA_SECTION),
-                f"database.{DELTA_SECTION} is {self.described((DATABASE, DELTA_SECTION), delta)}, not a "
+                self.source.line(DATABASE, DELTA_SECTION),
+                f"database.{DELTA_SECTION} is {self.source.described((DATABASE, DELTA_SECTION), delta)}, not a "
                 f"mapping: DeerFlow drops the deprecated {LEGACY_CADENCE_KEY} (line {legacy_line}) and then rejects "
                 f"{DELTA_SECTION}, so it cannot start; write {DELTA_SECTION}: {{{CADENCE_KEY}: N}}",
                 warning,
@@ -398,8 +316,8 @@ class _Linter:
         if branch is ShimBranch.NESTED_WINS:
             nested_path = (DATABASE, DELTA_SECTION, CADENCE_KEY)
             nested = database[DELTA_SECTION][CADENCE_KEY]
-            nested_shown = self.shown(nested_path, nested)
-            where = f"database.{DELTA_SECTION}.{CADENCE_KEY} (line {self.line(*nested_path)})"
+            nested_shown = self.source.shown(nested_path, nested)
+            where = f"database.{DELTA_SECTION}.{CADENCE_KEY} (line {self.source.line(*nested_path)})"
             if _same_cadence(legacy, nested):
                 self.add(
                     "CK501",
@@ -422,7 +340,7 @@ class _Linter:
             return
         reading = _reading(legacy)
         effect = f", so the cadence is {reading.effective}," if reading.effective is not None else ""
-        if isinstance(legacy, _Unset):
+        if isinstance(legacy, Unset):
             warning = None
             effect = f" (its warning shows the value of ${legacy.name})"
         self.add(
@@ -435,7 +353,7 @@ class _Linter:
 
     def check_fields(self, database: dict[Any, Any]) -> None:
         for key, spec in fields.DATABASE_FIELDS.items():
-            if key not in database or isinstance(database[key], _Unset):
+            if key not in database or isinstance(database[key], Unset):
                 continue
             value = database[key]
             if spec.kind == "section":
@@ -446,7 +364,7 @@ class _Linter:
         if isinstance(schema, str) and (problem := fields.schema_problem(schema)):
             self.add(
                 "CK500",
-                self.line(DATABASE, "postgres_schema"),
+                self.source.line(DATABASE, "postgres_schema"),
                 f"database.postgres_schema is rejected by DeerFlow: {problem}; DeerFlow cannot start with this file",
             )
 
@@ -457,13 +375,13 @@ class _Linter:
                 return  # the legacy-key shim already said it
             self.add(
                 "CK503" if key == DELTA_SECTION else "CK500",
-                self.line(*path),
-                f"database.{key} is {self.described(path, value)}, not a mapping; DeerFlow rejects it "
+                self.source.line(*path),
+                f"database.{key} is {self.source.described(path, value)}, not a mapping; DeerFlow rejects it "
                 "(Input should be a valid dictionary), so it cannot start",
             )
             return
         for name, spec in fields.SECTION_FIELDS[key].items():
-            if name in value and not isinstance(value[name], _Unset):
+            if name in value and not isinstance(value[name], Unset):
                 if spec.kind == "cadence":
                     self.check_cadence(value[name])
                 else:
@@ -474,14 +392,16 @@ class _Linter:
         if problem is not None:
             self.add(
                 "CK500",
-                self.line(*path),
-                f"{dotted(path)}: {self.shown(path, value)} is rejected by DeerFlow: {problem}"
+                self.source.line(*path),
+                f"{dotted(path)}: {self.source.shown(path, value)} is rejected by DeerFlow: {problem}"
                 f"{fields.literal_hint(kind, value)}; DeerFlow cannot start with this file",
             )
 
     def cadence_path(self) -> tuple[str, ...]:
         """Where the cadence DeerFlow uses is written: the nested key, else the carried flat key."""
-        if self.pair((DATABASE, DELTA_SECTION, CADENCE_KEY)) is None and self.pair((DATABASE, LEGACY_CADENCE_KEY)):
+        if self.source.pair((DATABASE, DELTA_SECTION, CADENCE_KEY)) is None and self.source.pair(
+            (DATABASE, LEGACY_CADENCE_KEY)
+        ):
             return (DATABASE, LEGACY_CADENCE_KEY)
         return (DATABASE, DELTA_SECTION, CADENCE_KEY)
 
@@ -492,28 +412,32 @@ class _Linter:
         path = self.cadence_path()
         code = "CK504" if reading.effective is not None else "CK500"
         consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
-        self.add(code, self.line(*path), f"{dotted(path)}: {self.shown(path, value)} {reading.problem}{consequence}")
+        self.add(
+            code,
+            self.source.line(*path),
+            f"{dotted(path)}: {self.source.shown(path, value)} {reading.problem}{consequence}",
+        )
 
     # -- effective values ------------------------------------------------------------------------
 
     def mode_setting(self, resolved: dict[Any, Any], database: dict[Any, Any]) -> Setting:
         if CHANNEL_MODE_KEY not in resolved:
-            return Setting(DEFAULT_CHANNEL_MODE, self.line(DATABASE), "DeerFlow's default", default=True)
+            return Setting(DEFAULT_CHANNEL_MODE, self.source.line(DATABASE), "DeerFlow's default", default=True)
         value = database[CHANNEL_MODE_KEY]
-        line = self.line(DATABASE, CHANNEL_MODE_KEY)
-        if isinstance(value, _Unset):
+        line = self.source.line(DATABASE, CHANNEL_MODE_KEY)
+        if isinstance(value, Unset):
             return Setting(None, line, f"${value.name}, not set here")
         return Setting(value, line, f"database.{CHANNEL_MODE_KEY}")
 
     def cadence_setting(self, branch: ShimBranch, database: dict[Any, Any]) -> Setting:
         delta = database.get(DELTA_SECTION)
         if not isinstance(delta, dict) or CADENCE_KEY not in delta:
-            line = self.line(DATABASE, DELTA_SECTION)
-            return Setting(DEFAULT_CADENCE, line or self.line(DATABASE), "DeerFlow's default", default=True)
+            line = self.source.line(DATABASE, DELTA_SECTION)
+            return Setting(DEFAULT_CADENCE, line or self.source.line(DATABASE), "DeerFlow's default", default=True)
         value = delta[CADENCE_KEY]
         path = self.cadence_path() if branch is ShimBranch.CARRIED else (DATABASE, DELTA_SECTION, CADENCE_KEY)
-        line = self.line(*path)
-        if isinstance(value, _Unset):
+        line = self.source.line(*path)
+        if isinstance(value, Unset):
             return Setting(None, line, f"${value.name}, not set here")
         return Setting(read_cadence(value).effective, line, dotted(path))
 
@@ -543,7 +467,7 @@ class _Linter:
             elif last == CHANNEL_MODE_KEY:
                 message += f" and the channel mode stays {_value_text(mode)}"
             message += f" (did you mean {suggestion}?)"
-        self.add("CK505", self.line(*path), message)
+        self.add("CK505", self.source.line(*path), message)
 
     def check_full_mode(self, mode: Setting, cadence: Setting) -> None:
         # config.example.yaml itself sets the default cadence in full mode: only another value misleads.
@@ -563,7 +487,7 @@ class _Linter:
     def unset_location(self, section: str) -> Unlocated | None:
         """Where checkpoints go depends on a `$VAR` that is not set here."""
         for reference in self.references:
-            unset = isinstance(reference.value, _Unset) and reference.path[0] == section
+            unset = isinstance(reference.value, Unset) and reference.path[0] == section
             if unset and reference.path[-1] in LOCATION_KEYS[section]:
                 return Unlocated(f"{dotted(reference.path)} comes from ${reference.name}, which is not set here")
         return None
@@ -581,14 +505,14 @@ class _Linter:
     def check_location(self, location: DatabaseIdentity | Unlocated, section: str) -> None:
         if isinstance(location, Unlocated) and location.refused:
             keys = ("connection_string", "type") if section == LEGACY_CHECKPOINTER else ("postgres_url", "backend")
-            path = next(((section, key) for key in keys if self.pair((section, key))), (section,))
-            self.add("CK500", self.line(*path), f"{dotted(path)}: {location.reason}")
+            path = next(((section, key) for key in keys if self.source.pair((section, key))), (section,))
+            self.add("CK500", self.source.line(*path), f"{dotted(path)}: {location.reason}")
 
     def check_checkpointer(
         self, data: dict[Any, Any], checkpointer: dict[Any, Any], location: DatabaseIdentity | Unlocated
     ) -> None:
         kind = checkpointer.get("type")
-        if kind is not None and not isinstance(kind, _Unset) and kind not in CHECKPOINTER_TYPES:
+        if kind is not None and not isinstance(kind, Unset) and kind not in CHECKPOINTER_TYPES:
             self.check_value((LEGACY_CHECKPOINTER, "type"), "backend", kind)
         for name in MISPLACED:
             if name in checkpointer:
@@ -603,14 +527,14 @@ class _Linter:
         instead_text = instead.display if isinstance(instead, DatabaseIdentity) else instead.reason
         self.add(
             "CK507",
-            self.line(LEGACY_CHECKPOINTER),
+            self.source.line(LEGACY_CHECKPOINTER),
             f"the legacy checkpointer: section overrides database: for checkpoints: DeerFlow writes them to "
             f"{where}, not to what database: names ({instead_text})",
         )
 
 
 def _reading(value: object) -> CadenceReading:
-    if isinstance(value, _Unset):
+    if isinstance(value, Unset):
         return CadenceReading(value, None, env_reference=value.name)
     return read_cadence(value)
 

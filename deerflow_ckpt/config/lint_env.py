@@ -1,0 +1,44 @@
+"""DeerFlow's `$VAR` resolution for lint-config, keeping a record of every reference it resolved.
+
+AppConfig.resolve_env_variables replaces every string value that starts with `$` (keys never) by that
+environment variable, and fails the whole load when one is unset. ckpt resolves from the environment it
+runs in; an unset variable becomes `Unset`, a value ckpt cannot know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow_ckpt.config.database import resolve_reference
+
+
+@dataclass(frozen=True)
+class Unset:
+    """A `$VAR` whose variable is not set where ckpt runs."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Reference:
+    # Keys from the top of the file down to the value (list items by index).
+    path: tuple[Any, ...]
+    name: str
+    # The resolved string, or Unset.
+    value: object
+
+
+def resolve_tree(value: object, path: tuple[Any, ...], environ: Mapping[str, str], found: list[Reference]) -> object:
+    """`value` with every `$VAR` string resolved, recursively through mappings and lists."""
+    if isinstance(value, dict):
+        return {key: resolve_tree(item, (*path, key), environ, found) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_tree(item, (*path, index), environ, found) for index, item in enumerate(value)]
+    resolved, name = resolve_reference(value, environ)
+    if name is None:
+        return value
+    outcome = Unset(name) if resolved is None else resolved
+    found.append(Reference(path, name, outcome))
+    return outcome
