@@ -8,7 +8,6 @@ with isinstance(x, click.Option), which typer's vendored Click objects are not, 
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import re
 import sys
@@ -34,15 +33,22 @@ if TYPE_CHECKING:
 DEFAULT_DATE = datetime.date(2026, 12, 3)
 COMPLETION_OPTIONS = ("install_completion", "show_completion")
 # Defaults computed from this machine: --help shows its value, a committed page must not.
-MACHINE_DEFAULTS = {("ckpt verify-shape", "--jobs"): "CPUs, at most 4"}
 EXIT_STATUS = {
     ExitCode.CLEAN: "Clean: no findings at or above --fail-on, and nothing would change.",
     ExitCode.FINDINGS: "Findings at or above --fail-on, or --check found a file that would change or needs a hand fix.",
     ExitCode.ERROR: "Usage, configuration, I/O or internal error: the command could not do its job.",
 }
 ENVIRONMENT = (
-    ("NO_COLOR", "A non-empty value turns colour off in text output (no-color.org)."),
-    ("FORCE_COLOR", "A non-empty value styles text output as for a terminal, even when piped (force-color.org)."),
+    ("NO_COLOR", "A non-empty value turns colour off in text output (no-color.org); --color always wins over it."),
+    (
+        "FORCE_COLOR",
+        "A non-empty value styles text output as for a terminal, even when piped (force-color.org); "
+        "--color never wins over it.",
+    ),
+    (
+        "GITHUB_STEP_SUMMARY",
+        "With --format github, a markdown summary of every finding is appended to this file (set by GitHub Actions).",
+    ),
     (DEBUG_ENV, "Any value but empty or 0 prints tracebacks for errors, like --debug."),
     (CONFIG_PATH_ENV, "The config.yaml to read when none is named on the command line."),
     (PROJECT_ROOT_ENV, "Where to look for config.yaml and backend/config.yaml instead of the working directory."),
@@ -125,16 +131,6 @@ def _options(ctx: Context, *, keep_help: bool = True) -> list[TyperOption | Type
     return [p for p in params if not p.hidden and (keep_help or not set(p.opts) <= set(ctx.help_option_names))]
 
 
-def _pinned_default(param: TyperOption, ctx: Context) -> TyperOption:
-    """A copy showing MACHINE_DEFAULTS' words instead of this machine's value (the command tree stays as built)."""
-    for flag in param.opts:
-        if (ctx.command_path, flag) in MACHINE_DEFAULTS:
-            param = copy.copy(param)
-            param.show_default = MACHINE_DEFAULTS[(ctx.command_path, flag)]
-            break
-    return param
-
-
 def _entry(param: TyperOption | TyperArgument, ctx: Context) -> Lines:
     """One .TP entry: flags and metavar (or the argument's name), help paragraphs, then typer's [default: ...]."""
     if isinstance(param, TyperArgument):
@@ -146,7 +142,6 @@ def _entry(param: TyperOption | TyperArgument, ctx: Context) -> Lines:
         tag = ", ".join(f"\\fB{_escape(flag, literal=True)}\\fR" for flag in flags)
         metavar = None if param.is_flag or param.count else param.display_type_rich(ctx)
         tag += f" \\fI{_escape(metavar, literal=True)}\\fR" if metavar else ""
-        param = _pinned_default(param, ctx)
     record = param.get_help_record(ctx)
     help_text = param.help or ""
     extra = record[1][len(help_text) :].strip() if record and record[1].startswith(help_text) else ""

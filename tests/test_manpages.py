@@ -132,12 +132,10 @@ def test_man_renders_verify_shape_format(generated: Path) -> None:
     assert "OPTIONS" in lines and "EXIT STATUS" in lines
 
 
-def test_machine_dependent_defaults_are_pinned(generated: Path) -> None:
-    every = {ctx.command_path: ctx for ctx in contexts()}
-    for (path, flag), words in manpages.MACHINE_DEFAULTS.items():
-        ctx = every[path]
-        assert any(flag in p.opts for p in ctx.command.get_params(ctx)), f"{path} {flag} is gone"
-        assert f"[default: ({words})" in render(generated / (path.replace(" ", "-") + ".1"))
+def test_machine_dependent_defaults_are_words(generated: Path) -> None:
+    """--jobs defaults to this machine's CPU count; its page must say so in words, not show a number."""
+    page = render(generated / "ckpt-verify-shape.1")
+    assert "CPUs, at most 4" in page
 
 
 def test_roff_escaping_survives_groff(tmp_path: Path) -> None:

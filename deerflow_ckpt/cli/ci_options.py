@@ -39,7 +39,7 @@ COLOR_OPTION = typer.Option(
     ColorChoice.auto, "--color", help="Colour in text output: auto honours the terminal, NO_COLOR and FORCE_COLOR."
 )
 OUTPUT_OPTION = typer.Option(
-    None, "--output", help="Write the report to this file instead of stdout.", show_default=False
+    None, "--output", metavar="FILE", help="Write the report to this file instead of stdout.", show_default=False
 )
 
 

@@ -21,18 +21,22 @@ from deerflow_ckpt.store.source import (
 DB_OPTION = typer.Option(
     None,
     "--db",
+    metavar="PATH|DSN",
     help="SQLite file or postgresql:// DSN (+driver suffixes accepted). Default: from config.yaml.",
     show_default=False,
 )
-SCHEMA_OPTION = typer.Option("", "--schema", help="Postgres schema holding the checkpoint tables.", show_default=False)
+SCHEMA_OPTION = typer.Option(
+    "", "--schema", metavar="SCHEMA", help="Postgres schema holding the checkpoint tables.", show_default=False
+)
 CONFIG_OPTION = typer.Option(
     None,
     "--config",
+    metavar="FILE",
     help="DeerFlow config.yaml (default: found the way DeerFlow finds it).",
     show_default=False,
 )
 CADENCE_OPTION = typer.Option(
-    None, "--cadence", min=1, help="Expected snapshot_frequency K (default: the config's effective value)."
+    None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
 )
 IMMUTABLE_OPTION = typer.Option(
     False,

@@ -48,7 +48,11 @@ inspect_app = typer.Typer(
 )
 
 MAX_SUPERSTEPS_OPTION = typer.Option(
-    DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, help="LangGraph's superstep bound (forced snapshots)."
+    DEFAULT_SUPERSTEP_BOUND,
+    "--max-supersteps",
+    min=1,
+    metavar="N",
+    help="LangGraph's superstep bound (forced snapshots).",
 )
 FORMAT_OPTION = typer.Option(InspectFormat.text, "--format", help="text, json or csv (the histograms).")
 
@@ -204,17 +208,21 @@ def thread(
     thread_ids: list[str] | None = typer.Argument(
         None, metavar="THREAD_ID", help="Threads to inspect.", show_default=False
     ),
-    top: int | None = typer.Option(None, "--top", min=1, help="Inspect the N heaviest threads instead."),
+    top: int | None = typer.Option(None, "--top", min=1, metavar="N", help="Inspect the N heaviest threads instead."),
     by: RankChoice = typer.Option(
         "size", "--by", help="What --top ranks by: stored bytes, checkpoints, or the largest replay depth."
     ),
     all_threads: bool = typer.Option(False, "--all", help="Inspect every thread."),
     namespace: str = typer.Option(
-        "", "--ns", help="Namespace to show (default: the conversation ''); the others are summarised apart."
+        "",
+        "--ns",
+        metavar="NS",
+        help="Namespace to show (default: the conversation ''); the others are summarised apart.",
     ),
     what_if: str | None = typer.Option(
         None,
         "--what-if",
+        metavar="K,K,...",
         help="Cadences for the what-if, comma-separated (default 1,10,100,1000); the expected K is always added.",
         show_default=False,
     ),
@@ -269,7 +277,9 @@ def thread(
 
 @inspect_app.command("summary")
 def summary(
-    heaviest: int = typer.Option(10, "--heaviest", min=0, help="How many of the heaviest threads to list."),
+    heaviest: int = typer.Option(
+        10, "--heaviest", min=0, metavar="N", help="How many of the heaviest threads to list."
+    ),
     output_format: InspectFormat = FORMAT_OPTION,
     db: str | None = database_options.DB_OPTION,
     schema: str = database_options.SCHEMA_OPTION,

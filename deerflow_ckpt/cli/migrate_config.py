@@ -62,7 +62,7 @@ def _targets(paths: list[str] | None) -> list[str]:
 def migrate_config(
     paths: list[str] | None = typer.Argument(
         None,
-        metavar="[PATH]...",
+        metavar="PATH",
         help="Config files to migrate; '-' reads standard input and writes standard output. "
         "Default: config.yaml found the way DeerFlow finds it.",
         show_default=False,

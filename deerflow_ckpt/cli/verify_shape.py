@@ -34,9 +34,11 @@ def verify_shape(
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = typer.Option(
-        DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, help="LangGraph's superstep bound for CK203."
+        DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, metavar="N", help="LangGraph's superstep bound for CK203."
     ),
-    thread: str | None = typer.Option(None, "--thread", help="Scan only this thread.", show_default=False),
+    thread: str | None = typer.Option(
+        None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
+    ),
     output_format: ShapeFormat = typer.Option(
         ShapeFormat.text,
         "--format",
@@ -48,7 +50,12 @@ def verify_shape(
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     jobs: int = typer.Option(
-        min(os.cpu_count() or 1, 4), "--jobs", min=1, help="Processes reading thread ranges in parallel."
+        min(os.cpu_count() or 1, 4),
+        "--jobs",
+        min=1,
+        metavar="N",
+        show_default="CPUs, at most 4",
+        help="Processes reading thread ranges in parallel.",
     ),
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
