@@ -23,6 +23,4 @@ step() {
 }
 step ckpt migrate-config --diff
 step ckpt verify-shape
-if ckpt inspect --help >/dev/null 2>&1; then
-  step ckpt inspect thread remove-messages-k3
-fi
+step ckpt inspect thread mixed-writers-k10-k1000-k10

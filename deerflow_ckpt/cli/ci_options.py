@@ -31,6 +31,15 @@ class ColorChoice(StrEnum):
         return {"auto": None, "always": True, "never": False}[self.value]
 
 
+class ReportFormat(StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
+FORMAT_HELP = "text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0)."
+FORMAT_OPTION = typer.Option(ReportFormat.text, "--format", help=FORMAT_HELP)
 FAIL_ON_OPTION = typer.Option(Severity.ERROR, "--fail-on", help="Lowest severity that makes the exit code 1.")
 EXIT_ZERO_OPTION = typer.Option(
     False, "--exit-zero", help="Exit 0 even when findings exist (2 still means the command could not run)."

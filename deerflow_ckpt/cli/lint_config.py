@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options
+from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message, stdout_console
 from deerflow_ckpt.config.lint_files import LintReport, lint_files, read_configs
 from deerflow_ckpt.config.locate import locate_config
@@ -18,13 +18,6 @@ from deerflow_ckpt.report.annotations import Annotation, at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
 
 COMMAND = "lint-config"
-
-
-class LintFormat(StrEnum):
-    text = "text"
-    json = "json"
-    github = "github"
-    sarif = "sarif"
 
 
 def _targets(files: list[Path] | None) -> list[Path]:
@@ -50,11 +43,7 @@ def lint_config(
         "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it. Default: the current directory.",
         show_default=False,
     ),
-    output_format: LintFormat = typer.Option(
-        LintFormat.text,
-        "--format",
-        help="text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0).",
-    ),
+    output_format: ReportFormat = ci_options.FORMAT_OPTION,
     output: Path | None = ci_options.OUTPUT_OPTION,
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
@@ -88,20 +77,20 @@ def lint_config(
 def _emit(
     report: LintReport,
     annotations: list[Annotation],
-    output_format: LintFormat,
+    output_format: ReportFormat,
     output: Path | None,
     fail_on: Severity,
     exit_code: ExitCode,
     color: ci_options.ColorChoice,
 ) -> None:
-    if output_format is LintFormat.json:
+    if output_format is ReportFormat.json:
         from deerflow_ckpt.report.lint_json import to_json
 
         ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
-    elif output_format is LintFormat.github:
+    elif output_format is ReportFormat.github:
         ci_options.deliver_github(COMMAND, annotations, output, headline(report))
         message(f"ckpt: {headline(report)}")
-    elif output_format is LintFormat.sarif:
+    elif output_format is ReportFormat.sarif:
         from deerflow_ckpt import __version__
         from deerflow_ckpt.report.sarif import to_sarif
 

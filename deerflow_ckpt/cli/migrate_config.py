@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options
+from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
 from deerflow_ckpt.exitcodes import ExitCode
@@ -19,13 +19,6 @@ from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.diff import colorize_diff
 
 STDIN = "-"
-
-
-class MigrateFormat(StrEnum):
-    text = "text"
-    json = "json"
-    github = "github"
-    sarif = "sarif"
 
 
 def _write_stdout(data: str | bytes) -> None:
@@ -77,8 +70,8 @@ def migrate_config(
     stdin_filename: str = typer.Option(
         STDIN, "--stdin-filename", help="Name to report for standard input.", show_default=False
     ),
-    output_format: MigrateFormat = typer.Option(
-        MigrateFormat.text,
+    output_format: ReportFormat = typer.Option(
+        ReportFormat.text,
         "--format",
         help="text; json (one result object per file); github (workflow annotations, plus "
         "$GITHUB_STEP_SUMMARY); sarif (2.1.0). Machine formats replace the diff or file on stdout.",
@@ -101,19 +94,19 @@ def migrate_config(
         else:
             outcomes.append(migrate_path(Path(target), mode))
     exit_code = _exit_code(outcomes, mode, fail_on, exit_zero)
-    colored_diff = output_format is MigrateFormat.text and diff and _stdout_in_colour(color)
+    colored_diff = output_format is ReportFormat.text and diff and _stdout_in_colour(color)
 
     for outcome in outcomes:
         for diagnostic in outcome.result.diagnostics:
             _stderr(report.diagnostic_line(outcome.name, diagnostic))
-        if output_format is MigrateFormat.text:
+        if output_format is ReportFormat.text:
             _emit_text_payload(outcome, mode, diff, colored_diff)
             _stderr(report.summary_line(outcome, mode))
-    if output_format is MigrateFormat.json:
+    if output_format is ReportFormat.json:
         _write_stdout(report.to_json(outcomes, mode, int(exit_code), include_diff=diff))
-    elif output_format is MigrateFormat.github:
+    elif output_format is ReportFormat.github:
         ci_options.deliver_github("migrate-config", report.annotations_of(outcomes), None, report.headline(outcomes))
-    elif output_format is MigrateFormat.sarif:
+    elif output_format is ReportFormat.sarif:
         from deerflow_ckpt import __version__
         from deerflow_ckpt.report.sarif import to_sarif
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,19 +12,12 @@ import typer
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options, database_options
-from deerflow_ckpt.cli.ci_options import ColorChoice
+from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
 from deerflow_ckpt.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from deerflow_ckpt.scan import ScanReport, ScanRequest
-
-
-class ShapeFormat(StrEnum):
-    text = "text"
-    json = "json"
-    github = "github"
-    sarif = "sarif"
 
 
 def verify_shape(
@@ -39,11 +31,7 @@ def verify_shape(
     thread: str | None = typer.Option(
         None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
     ),
-    output_format: ShapeFormat = typer.Option(
-        ShapeFormat.text,
-        "--format",
-        help="text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0).",
-    ),
+    output_format: ReportFormat = ci_options.FORMAT_OPTION,
     output: Path | None = ci_options.OUTPUT_OPTION,
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
@@ -75,7 +63,7 @@ def verify_shape(
         thread_id=thread,
     )
     # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
-    show_progress = output_format is ShapeFormat.text and sys.stderr.isatty()
+    show_progress = output_format is ReportFormat.text and sys.stderr.isatty()
     report = _scan_with_progress(request, jobs, show_progress, color)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     _emit(report, output_format, output, fail_on, exit_code, color)
@@ -84,22 +72,22 @@ def verify_shape(
 
 def _emit(
     report: ScanReport,
-    output_format: ShapeFormat,
+    output_format: ReportFormat,
     output: Path | None,
     fail_on: Severity,
     exit_code: ExitCode,
     color: ColorChoice,
 ) -> None:
-    if output_format is ShapeFormat.json:
+    if output_format is ReportFormat.json:
         from deerflow_ckpt.report.shape_json import to_json
 
         ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
-    elif output_format is ShapeFormat.github:
+    elif output_format is ReportFormat.github:
         from deerflow_ckpt.report.shape_ci import annotations_of, headline
 
         ci_options.deliver_github("verify-shape", annotations_of(report), output, headline(report))
         message(f"ckpt: {headline(report)}")
-    elif output_format is ShapeFormat.sarif:
+    elif output_format is ReportFormat.sarif:
         from deerflow_ckpt import __version__
         from deerflow_ckpt.report.sarif import to_sarif
         from deerflow_ckpt.report.shape_ci import annotations_of
