@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,6 +19,9 @@ from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report.annotations import Annotation
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -82,3 +87,40 @@ def deliver_github(command: str, annotations: Sequence[Annotation], output: Path
             summary.write(step_summary(command, annotations, headline))
     except OSError as exc:
         raise OutputError(f"cannot append to ${STEP_SUMMARY_ENV} ({summary_path}): {exc.strerror or exc}") from exc
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a reporting command hands to emit_report; only the chosen format's renderer is called."""
+
+    command: str
+    headline: str
+    annotations: Callable[[], Sequence[Annotation]]
+    json_document: Callable[[], str]
+    render_text: Callable[[Console], None]
+
+
+def emit_report(
+    report: Report, output_format: ReportFormat, output: Path | None, exit_code: ExitCode, color: ColorChoice
+) -> None:
+    """The report in its format, to stdout or --output; text is coloured only on stdout."""
+    from deerflow_ckpt.cli.console import message, stdout_console
+
+    if output_format is ReportFormat.json:
+        deliver(report.json_document(), output)
+    elif output_format is ReportFormat.github:
+        deliver_github(report.command, report.annotations(), output, report.headline)
+        message(f"ckpt: {report.headline}")
+    elif output_format is ReportFormat.sarif:
+        from deerflow_ckpt import __version__
+        from deerflow_ckpt.report.sarif import to_sarif
+
+        annotations = report.annotations()
+        deliver(to_sarif(annotations, command=report.command, exit_code=int(exit_code), version=__version__), output)
+    elif output is None:
+        report.render_text(stdout_console(color.flag()))
+    else:
+        console = stdout_console(color=False)
+        with console.capture() as capture:
+            report.render_text(console)
+        deliver(capture.get(), output)

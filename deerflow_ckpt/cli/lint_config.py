@@ -10,11 +10,10 @@ import typer
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
-from deerflow_ckpt.cli.console import message, stdout_console
-from deerflow_ckpt.config.lint_files import LintReport, lint_files, read_configs
+from deerflow_ckpt.cli.console import message
+from deerflow_ckpt.config.lint_files import lint_files, read_configs
 from deerflow_ckpt.config.locate import locate_config
-from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.report.annotations import Annotation, at_or_above
+from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
 
 COMMAND = "lint-config"
@@ -70,42 +69,17 @@ def lint_config(
     report = lint_files(read_configs(_targets(files)), os.environ, base)
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
-    _emit(report, annotations, output_format, output, fail_on, exit_code, color)
+    from deerflow_ckpt.report import lint_json, lint_text
+
+    rendered = ci_options.Report(
+        command=COMMAND,
+        headline=headline(report),
+        annotations=lambda: annotations,
+        json_document=lambda: lint_json.to_json(report, fail_on, int(exit_code)),
+        render_text=lambda console: lint_text.render_text(report, annotations, console),
+    )
+    ci_options.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
-
-
-def _emit(
-    report: LintReport,
-    annotations: list[Annotation],
-    output_format: ReportFormat,
-    output: Path | None,
-    fail_on: Severity,
-    exit_code: ExitCode,
-    color: ci_options.ColorChoice,
-) -> None:
-    if output_format is ReportFormat.json:
-        from deerflow_ckpt.report.lint_json import to_json
-
-        ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
-    elif output_format is ReportFormat.github:
-        ci_options.deliver_github(COMMAND, annotations, output, headline(report))
-        message(f"ckpt: {headline(report)}")
-    elif output_format is ReportFormat.sarif:
-        from deerflow_ckpt import __version__
-        from deerflow_ckpt.report.sarif import to_sarif
-
-        sarif = to_sarif(annotations, command=COMMAND, exit_code=int(exit_code), version=__version__)
-        ci_options.deliver(sarif, output)
-    else:
-        from deerflow_ckpt.report.lint_text import render_text
-
-        if output is None:
-            render_text(report, annotations, stdout_console(color.flag()))
-            return
-        console = stdout_console(color=False)
-        with console.capture() as capture:
-            render_text(report, annotations, console)
-        ci_options.deliver(capture.get(), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,8 +13,7 @@ from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options, database_options
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
-from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
-from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.cli.console import message, stderr_console
 
 if TYPE_CHECKING:
     from deerflow_ckpt.scan import ScanReport, ScanRequest
@@ -66,44 +65,17 @@ def verify_shape(
     show_progress = output_format is ReportFormat.text and sys.stderr.isatty()
     report = _scan_with_progress(request, jobs, show_progress, color)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
-    _emit(report, output_format, output, fail_on, exit_code, color)
+    from deerflow_ckpt.report import shape_ci, shape_json, shape_text
+
+    rendered = ci_options.Report(
+        command="verify-shape",
+        headline=shape_ci.headline(report),
+        annotations=lambda: shape_ci.annotations_of(report),
+        json_document=lambda: shape_json.to_json(report, fail_on, int(exit_code)),
+        render_text=lambda console: shape_text.render_text(report, console),
+    )
+    ci_options.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
-
-
-def _emit(
-    report: ScanReport,
-    output_format: ReportFormat,
-    output: Path | None,
-    fail_on: Severity,
-    exit_code: ExitCode,
-    color: ColorChoice,
-) -> None:
-    if output_format is ReportFormat.json:
-        from deerflow_ckpt.report.shape_json import to_json
-
-        ci_options.deliver(to_json(report, fail_on, int(exit_code)), output)
-    elif output_format is ReportFormat.github:
-        from deerflow_ckpt.report.shape_ci import annotations_of, headline
-
-        ci_options.deliver_github("verify-shape", annotations_of(report), output, headline(report))
-        message(f"ckpt: {headline(report)}")
-    elif output_format is ReportFormat.sarif:
-        from deerflow_ckpt import __version__
-        from deerflow_ckpt.report.sarif import to_sarif
-        from deerflow_ckpt.report.shape_ci import annotations_of
-
-        sarif = to_sarif(annotations_of(report), command="verify-shape", exit_code=int(exit_code), version=__version__)
-        ci_options.deliver(sarif, output)
-    else:
-        from deerflow_ckpt.report.shape_text import render_text
-
-        if output is None:
-            render_text(report, stdout_console(color.flag()))
-        else:
-            console = stdout_console(color=False)
-            with console.capture() as capture:
-                render_text(report, console)
-            ci_options.deliver(capture.get(), output)
 
 
 def _scan_with_progress(request: ScanRequest, jobs: int, show: bool, color: ColorChoice) -> ScanReport:
