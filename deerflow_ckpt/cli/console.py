@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _console(file: TextIO, color: bool | None) -> Console:
+    # rich is imported here, not at module import: migrate-config never draws with it.
+    from rich.console import Console
+
     # None leaves the choice to rich (TTY, FORCE_COLOR, TERM=dumb); an explicit --color wins over them.
     plain = color is False or (color is None and os.environ.get("NO_COLOR", "") != "")
     # rich's own no_color keeps bold and underline; NO_COLOR and --color never mean no escape codes at all.
