@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 # A fixed date keeps the committed pages reproducible; bump it (or pass --date) when the pages change.
 DEFAULT_DATE = datetime.date(2026, 12, 3)
 COMPLETION_OPTIONS = ("install_completion", "show_completion")
-# Defaults computed from this machine: --help shows its value, a committed page must not.
 EXIT_STATUS = {
     ExitCode.CLEAN: "Clean: no findings at or above --fail-on, and nothing would change.",
     ExitCode.FINDINGS: "Findings at or above --fail-on, or --check found a file that would change or needs a hand fix.",

@@ -11,11 +11,14 @@ _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<p
 _KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
 
 _known_secrets: set[str] = set()
+# Shorter secrets would mask ordinary letters everywhere ("p" in "ckpt"); in a DSN the patterns above
+# mask them anyway.
+MIN_REMEMBERED = 4
 
 
 def remember_secret(secret: str | None) -> None:
     """Register a secret (a DSN's password) so every later message has it masked."""
-    if secret:
+    if secret and len(secret) >= MIN_REMEMBERED:
         _known_secrets.add(secret)
 
 

@@ -9,6 +9,7 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check '.[dev]'
 .venv/bin/ruff check deerflow_ckpt tests fixtures benchmarks
+.venv/bin/ruff format --check deerflow_ckpt tests fixtures benchmarks
 .venv/bin/mypy
 export CKPT_REQUIRE_POSTGRES="${CKPT_REQUIRE_POSTGRES:-1}"
 .venv/bin/python -m pytest -q "$@"

@@ -156,6 +156,7 @@ def test_machine_formats_never_carry_ansi(built_sqlite: BuiltDatabase) -> None:
 
 
 def legacy_config(tmp_path: Path, name: str = "carry_basic") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "config.yaml"
     path.write_bytes((CORPUS / name / "input.yaml").read_bytes())
     return path
@@ -222,3 +223,17 @@ def test_migrate_diff_in_colour_only_when_asked(tmp_path: Path) -> None:
     for code in ("\x1b[0m", "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m"):
         stripped = stripped.replace(code, "")
     assert stripped == plain
+
+
+def test_github_file_paths_are_relative_to_the_workspace(tmp_path: Path) -> None:
+    """GitHub attaches an annotation to the diff only for a workspace-relative path."""
+    path = legacy_config(tmp_path / "deploy")
+    by_absolute = ckpt(
+        "migrate-config", "--check", "--format", "github", str(path), env={"GITHUB_WORKSPACE": str(tmp_path)}
+    )
+    by_dot = ckpt("migrate-config", "--check", "--format", "github", "./deploy/config.yaml", cwd=tmp_path)
+    outside = ckpt("migrate-config", "--check", "--format", "github", str(path), env={"GITHUB_WORKSPACE": str(REPO)})
+    assert "file=deploy/config.yaml," in by_absolute.stdout
+    assert "file=deploy/config.yaml," in by_dot.stdout
+    # A file outside the workspace keeps the path it was given.
+    assert f"file={path}," in outside.stdout

@@ -482,11 +482,13 @@ def test_github_format_annotates_each_file_line_and_appends_the_step_summary(tmp
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["::warning", "::error", "::notice", "::notice"]
-    assert f"file={paths[0]},line=6::" in lines[0]
+    # Relative to the working directory (the repository here), as GitHub needs them.
+    shown = [path.relative_to(REPO).as_posix() for path in paths]
+    assert f"file={shown[0]},line=6::" in lines[0]
     assert "title=CK501 deprecated flat cadence key" in lines[0]
     assert messages.carried_forward(1000) in lines[0]
-    assert f"file={paths[1]},line=2::" in lines[1]
-    assert f"file={paths[2]},line=4::" in lines[2] and f"file={paths[2]},line=8::" in lines[3]
+    assert f"file={shown[1]},line=2::" in lines[1]
+    assert f"file={shown[2]},line=4::" in lines[2] and f"file={shown[2]},line=8::" in lines[3]
     assert "ckpt: Linted 3 config file(s)" in result.stderr
     written = summary.read_text(encoding="utf-8")
     assert written.startswith("earlier step\n### ckpt lint-config\n")
@@ -540,6 +542,45 @@ def test_passwords_never_appear(output_format: str, tmp_path: Path) -> None:
         assert PASSWORD not in summary.read_text(encoding="utf-8")
 
 
+LEAKY_CONFIGS = {
+    # DeerFlow's carry-forward warning quotes the value (%r) it read from the variable.
+    "quoted_by_deerflow.yaml": "database:\n  checkpoint_delta_snapshot_frequency: $DATABASE_URL\n",
+    # A long value is shortened for display; the cut must not fall before the mask.
+    "shortened.yaml": "database:\n  backend: $DATABASE_URL\n",
+    # No scheme: a key=value parse error must not quote the text.
+    "no_scheme.yaml": f"database:\n  backend: postgres\n  postgres_url: u:{PASSWORD}@h/db\n",
+    # Unencoded '/' or '@' in the password: libpq refuses it, and no fragment may show as host or database.
+    "slash.yaml": f"database:\n  backend: postgres\n  postgres_url: postgresql://u:pa/{PASSWORD}@h/db\n",
+    "at.yaml": f"database:\n  backend: postgres\n  postgres_url: postgresql://u:p@{PASSWORD}@h/db\n",
+}
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "github", "sarif"])
+def test_passwords_never_appear_in_odd_places(output_format: str, tmp_path: Path) -> None:
+    for name, text in LEAKY_CONFIGS.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    long_dsn = f"postgresql://deerflow_application_user:{PASSWORD}-and-more@db.internal.example.com:5432/deerflow"
+    result = ckpt("--format", output_format, *sorted(LEAKY_CONFIGS), env={"DATABASE_URL": long_dsn}, cwd=tmp_path)
+    assert result.returncode == 1
+    assert PASSWORD not in result.stdout + result.stderr
+    for name in ("slash.yaml", "at.yaml", "no_scheme.yaml"):
+        assert name in result.stdout
+
+
+def test_brackets_in_paths_and_values_are_text(tmp_path: Path) -> None:
+    """rich markup is off: `[bold]` in a value and `[/x]` in a path print as written, no crash."""
+    directory = tmp_path / "[prod]" / "a[/x]"
+    directory.mkdir(parents=True)
+    config = directory / "config.yaml"
+    config.write_text("database:\n  backend: sqlite\n  sqlite_dir: /srv/[bold]x[/bold]/data\n", encoding="utf-8")
+    other = tmp_path / "config.yaml"
+    other.write_text("database:\n  sqlite_dir: /srv/[bold]x[/bold]/data\n  checkpoint_channel_mode: delta\n")
+    result = ckpt(str(config), str(other))
+    assert result.returncode == 1, result.stderr
+    assert "/srv/[bold]x[/bold]/data/deerflow.db" in result.stdout
+    assert str(config) in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "env", "coloured"),
     [
@@ -575,3 +616,15 @@ def test_the_same_file_twice_is_linted_once() -> None:
     path = str(FIXTURES / "boolean_cadence.yaml")
     document: dict[str, Any] = json.loads(ckpt("--format", "json", path, path).stdout)
     assert len(document["files"]) == 1 and len(document["findings"]) == 1
+
+
+def test_empty_sqlite_dir_is_the_working_directory(tmp_path: Path) -> None:
+    """DeerFlow resolves sqlite_dir "" as Path("").resolve(): the process directory, not .deer-flow/data."""
+    (tmp_path / "empty.yaml").write_text('database:\n  sqlite_dir: ""\n  checkpoint_channel_mode: delta\n')
+    (tmp_path / "default.yaml").write_text("database:\n  checkpoint_channel_mode: full\n")
+    (tmp_path / "dot.yaml").write_text("database:\n  sqlite_dir: .\n  checkpoint_channel_mode: full\n")
+    apart = ckpt("empty.yaml", "default.yaml", cwd=tmp_path)
+    assert apart.returncode == 0, apart.stdout
+    shared = ckpt("empty.yaml", "dot.yaml", cwd=tmp_path)
+    assert shared.returncode == 1 and "CK510" in shared.stdout
+    assert f"SQLite {tmp_path.resolve() / 'deerflow.db'}" in shared.stdout

@@ -180,8 +180,7 @@ RULES: dict[str, Rule] = {
             "CK507",
             Severity.WARNING,
             "legacy checkpointer section overrides database",
-            "checkpoints go where checkpointer: says, not where database: says; remove the section or make "
-            "them agree",
+            "checkpoints go where checkpointer: says, not where database: says; remove the section or make them agree",
         ),
         Rule(
             "CK508",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,12 +18,13 @@ import typer
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.report.annotations import Annotation
+from deerflow_ckpt.report.annotations import Annotation, FileSpot
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+WORKSPACE_ENV = "GITHUB_WORKSPACE"
 
 
 class ColorChoice(StrEnum):
@@ -78,7 +79,7 @@ def deliver_github(command: str, annotations: Sequence[Annotation], output: Path
     """Workflow commands as the payload, and the full list appended to $GITHUB_STEP_SUMMARY when set."""
     from deerflow_ckpt.report.github import step_summary, workflow_commands
 
-    deliver(workflow_commands(annotations), output)
+    deliver(workflow_commands([_workspace_relative(annotation) for annotation in annotations]), output)
     summary_path = os.environ.get(STEP_SUMMARY_ENV)
     if not summary_path:
         return
@@ -87,6 +88,19 @@ def deliver_github(command: str, annotations: Sequence[Annotation], output: Path
             summary.write(step_summary(command, annotations, headline))
     except OSError as exc:
         raise OutputError(f"cannot append to ${STEP_SUMMARY_ENV} ({summary_path}): {exc.strerror or exc}") from exc
+
+
+def _workspace_relative(annotation: Annotation) -> Annotation:
+    """GitHub attaches a file annotation to the diff only when its path is relative to the workspace."""
+    spot = annotation.where
+    if not isinstance(spot, FileSpot) or spot.path == "-":
+        return annotation
+    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.cwd()).resolve()
+    try:
+        relative = (Path.cwd() / spot.path).resolve().relative_to(workspace)
+    except (ValueError, OSError):
+        return annotation
+    return replace(annotation, where=replace(spot, path=relative.as_posix()))
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,11 @@ def _console(file: TextIO, color: bool | None) -> Console:
     # None leaves the choice to rich (TTY, FORCE_COLOR, TERM=dumb); an explicit --color wins over them.
     plain = color is False or (color is None and os.environ.get("NO_COLOR", "") != "")
     # rich's own no_color keeps bold and underline; NO_COLOR and --color never mean no escape codes at all.
+    # Paths, thread ids and config values are printed as they are: `[...]` is text, not rich markup.
     return Console(
         file=file,
+        markup=False,
+        emoji=False,
         highlight=False,
         soft_wrap=True,
         force_terminal=color,

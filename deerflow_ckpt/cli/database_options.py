@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.errors import ConfigError, StoreError
@@ -43,6 +44,13 @@ IMMUTABLE_OPTION = typer.Option(
     "--immutable",
     help="Read a SQLite copy that nobody writes to with immutable=1 (ignores -wal and -shm: never on a live DB).",
 )
+
+
+def default_config() -> Path:
+    """config.yaml found the way DeerFlow finds it, named on stderr (for commands given no file)."""
+    located = locate_config(None, os.environ, Path.cwd())
+    message(f"ckpt: using {located.path} (found via {located.found_via})")
+    return located.path
 
 
 @dataclass(frozen=True)

@@ -8,23 +8,13 @@ from pathlib import Path
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import ci_options
+from deerflow_ckpt.cli import ci_options, database_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
-from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.lint_files import lint_files, read_configs
-from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
 
 COMMAND = "lint-config"
-
-
-def _targets(files: list[Path] | None) -> list[Path]:
-    if files:
-        return files
-    located = locate_config(None, os.environ, Path.cwd())
-    message(f"ckpt: using {located.path} (found via {located.found_via})")
-    return [located.path]
 
 
 def lint_config(
@@ -66,7 +56,7 @@ def lint_config(
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     base = (sqlite_base or Path.cwd()).resolve()
-    report = lint_files(read_configs(_targets(files)), os.environ, base)
+    report = lint_files(read_configs(files or [database_options.default_config()]), os.environ, base)
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import ci_options
+from deerflow_ckpt.cli import ci_options, database_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
-from deerflow_ckpt.config.locate import locate_config
+from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report import migration as report
@@ -29,10 +27,6 @@ def _write_stdout(data: str | bytes) -> None:
     stream.flush()
 
 
-def _stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
-
-
 def _mode(check: bool, diff: bool, stdout: bool) -> WriteMode:
     # --check --diff is the CI pair black and ruff accept: show the diff, exit 1 if it is not empty.
     if stdout and (check or diff):
@@ -42,14 +36,6 @@ def _mode(check: bool, diff: bool, stdout: bool) -> WriteMode:
     if diff:
         return WriteMode.DIFF
     return WriteMode.STDOUT if stdout else WriteMode.IN_PLACE
-
-
-def _targets(paths: list[str] | None) -> list[str]:
-    if paths:
-        return paths
-    located = locate_config(None, os.environ, Path.cwd())
-    _stderr(f"ckpt: using {located.path} (found via {located.found_via})")
-    return [str(located.path)]
 
 
 def migrate_config(
@@ -88,7 +74,7 @@ def migrate_config(
     """
     mode = _mode(check, diff, stdout)
     outcomes: list[FileMigration] = []
-    for target in _targets(paths):
+    for target in paths or [str(database_options.default_config())]:
         if target == STDIN:
             outcomes.append(migrate_stream(typer.get_binary_stream("stdin").read(), stdin_filename))
         else:
@@ -98,10 +84,10 @@ def migrate_config(
 
     for outcome in outcomes:
         for diagnostic in outcome.result.diagnostics:
-            _stderr(report.diagnostic_line(outcome.name, diagnostic))
+            message(report.diagnostic_line(outcome.name, diagnostic))
         if output_format is ReportFormat.text:
             _emit_text_payload(outcome, mode, diff, colored_diff)
-            _stderr(report.summary_line(outcome, mode))
+            message(report.summary_line(outcome, mode))
     if output_format is ReportFormat.json:
         _write_stdout(report.to_json(outcomes, mode, int(exit_code), include_diff=diff))
     elif output_format is ReportFormat.github:

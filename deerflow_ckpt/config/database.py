@@ -93,7 +93,7 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
     schema, _ = resolve_reference(database.get("postgres_schema"), environ)
     return DatabaseSettings(
         backend=str(backend),
-        sqlite_dir=str(resolve_reference(database.get("sqlite_dir"), environ)[0] or ".deer-flow/data"),
+        sqlite_dir=_sqlite_dir(resolve_reference(database.get("sqlite_dir"), environ)[0]),
         postgres_url=None if url is None else str(url),
         postgres_url_reference=url_reference,
         postgres_schema=str(schema or ""),
@@ -103,6 +103,11 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
         checkpointer=checkpointer,
         notes=tuple(notes),
     )
+
+
+def _sqlite_dir(value: object) -> str:
+    """An empty sqlite_dir is DeerFlow's working directory (Path("").resolve()), not the default."""
+    return FILE_DATABASE_DEFAULTS["sqlite_dir"] if value is None else str(value)
 
 
 def _checkpointer_override(section: object, environ: Mapping[str, str]) -> CheckpointerOverride | None:

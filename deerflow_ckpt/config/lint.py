@@ -147,7 +147,9 @@ class _Linter:
         self.references: list[Reference] = []
 
     def add(self, code: str, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
-        self.findings.append(Finding(code, line, redact(message), deerflow_warning))
+        # DeerFlow's warning quotes the value (%r), which can be a DSN.
+        warning = None if deerflow_warning is None else redact(deerflow_warning)
+        self.findings.append(Finding(code, line, redact(message), warning))
 
     def refused(self) -> bool:
         return any(finding.rule in ("CK500", "CK503") for finding in self.findings)

@@ -87,9 +87,11 @@ class ConfigSource:
             written = repr(value)
         if written.startswith("$") and not isinstance(value, Unset) and path[-1] not in SECRET_KEYS:
             written += f" (= {value!r})"
+        # Masked before it is shortened: a cut before the '@' would hide the password from redact.
+        written = redact(written)
         if len(written) > SHOWN_WIDTH:
             written = written[: SHOWN_WIDTH - 3] + "..."
-        return redact(written)
+        return written
 
     def described(self, path: tuple[Any, ...], value: object) -> str:
         """`a string (abc)`, `null (~)`, or just `null` when nothing is written."""

@@ -20,15 +20,29 @@ def unified_diff(before: str, after: str, name: str) -> str:
     return "".join(lines)
 
 
-_DIFF_COLOURS = (("+++", "\x1b[1m"), ("---", "\x1b[1m"), ("@@", "\x1b[36m"), ("+", "\x1b[32m"), ("-", "\x1b[31m"))
-_RESET = "\x1b[0m"
+_HEADER, _HUNK, _ADDED, _REMOVED, _RESET = "\x1b[1m", "\x1b[36m", "\x1b[32m", "\x1b[31m", "\x1b[0m"
+
+
+def _colour(body: str) -> str | None:
+    if body.startswith("@@"):
+        return _HUNK
+    if body.startswith("+"):
+        return _ADDED
+    if body.startswith("-"):
+        return _REMOVED
+    return None
 
 
 def colorize_diff(patch: str) -> str:
     """ANSI colours per diff line, as git colours them; line endings stay outside the escape codes."""
+    lines = patch.splitlines(keepends=True)
     out: list[str] = []
-    for line in patch.splitlines(keepends=True):
+    for index, line in enumerate(lines):
         body = line.rstrip("\r\n")
-        colour = next((code for prefix, code in _DIFF_COLOURS if body.startswith(prefix)), None)
-        out.append(line if colour is None else f"{colour}{body}{_RESET}{line[len(body):]}")
+        # A removed line may itself start with "--": only a "---" followed by "+++" is a file header.
+        header = (body.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ ")) or (
+            body.startswith("+++ ") and index > 0 and lines[index - 1].startswith("--- ")
+        )
+        colour = _HEADER if header else _colour(body)
+        out.append(line if colour is None else f"{colour}{body}{_RESET}{line[len(body) :]}")
     return "".join(out)

@@ -23,5 +23,5 @@ def annotations_of(report: LintReport) -> list[Annotation]:
 
 def headline(report: LintReport) -> str:
     counts = severity_counts(annotations_of(report))
-    parts = ", ".join(f"{count} {severity}" for severity, count in counts.items())
+    parts = ", ".join(f"{severity}: {count}" for severity, count in counts.items())
     return f"Linted {len(report.files)} config file(s): {parts}."

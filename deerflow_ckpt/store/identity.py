@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.source import SQLITE_FILE_NAME, normalize_dsn
 
 DEFAULT_PORT = "5432"
@@ -124,7 +125,7 @@ def _parse_keywords(dsn: str) -> dict[str, str]:
         while i < n and dsn[i].isspace():
             i += 1
         if i >= n or dsn[i] != "=":
-            raise DsnError(f'missing "=" after {name!r} in the connection string')
+            raise DsnError('missing "=" in the key=value connection string (a URI needs postgresql://)')
         i += 1
         while i < n and dsn[i].isspace():
             i += 1
@@ -153,6 +154,9 @@ def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
     params = parse_dsn(normalized)
     hosts = [host.lower() for host in (params.get("host") or params.get("hostaddr") or "").split(",")]
     ports = [port or DEFAULT_PORT for port in (params.get("port") or "").split(",")]
+    # libpq refuses these too; they are what an unencoded '@' or '/' in a password looks like.
+    if any(not port.isdigit() for port in ports) or any("@" in host for host in hosts):
+        raise DsnError("the host or port is malformed (percent-encode '@', ':' and '/' in a password)")
     if len(ports) == 1 and len(hosts) > 1:
         ports *= len(hosts)
     # libpq's default database name is the user name.
@@ -166,7 +170,7 @@ def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
         display += f" (service {service})"
     display += f", schema {schema}" if schema else ", schema public (server default)"
     key = ("postgres", ",".join(hosts), ",".join(ports), dbname, service, effective_schema)
-    return DatabaseIdentity("postgres", key, display)
+    return DatabaseIdentity("postgres", key, redact(display))
 
 
 def sqlite_identity(path: Path) -> DatabaseIdentity:
