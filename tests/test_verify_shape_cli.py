@@ -313,3 +313,30 @@ def test_nothing_found_lists_what_was_tried(tmp_path: Path, monkeypatch: pytest.
     assert code == 2 and out == ""
     assert str(tmp_path / "config.yaml") in err
     assert str(tmp_path / ".deer-flow" / "data" / "deerflow.db") in err
+
+
+@pytest.mark.parametrize(
+    ("section", "relative_file"),
+    [
+        ("database:\n  backend: sqlite\n  sqlite_dir: data\n", Path("data") / "deerflow.db"),
+        ("checkpointer:\n  type: sqlite\n  connection_string: ckpts/store.db\n", Path("home") / "ckpts" / "store.db"),
+        ("checkpointer:\n  type: sqlite\n  connection_string: file:raw%20dir/x.db?mode=rwc\n", Path("raw dir/x.db")),
+    ],
+)
+def test_verify_shape_scans_the_database_lint_config_names(
+    built_sqlite: BuiltDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str, relative_file: Path
+) -> None:
+    """Both commands locate a config's checkpoint database with the same rules."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEER_FLOW_HOME", str(tmp_path / "home"))
+    target = tmp_path / relative_file
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(built_sqlite.path, target)
+    (tmp_path / "config.yaml").write_text(section, encoding="utf-8")
+    code, out, _ = ckpt("lint-config", "--format", "json", "config.yaml")
+    assert code in (0, 1)
+    named = json.loads(out)["files"][0]["checkpoint_database"]["display"]
+    assert named == f"SQLite {target.resolve()}"
+    code, _, err = ckpt("verify-shape", "--config", "config.yaml", "--format", "json")
+    assert code in (0, 1), err
+    assert f"scanning SQLite {target.resolve()} " in err

@@ -17,13 +17,9 @@ from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store.source import SQLITE_FILE_NAME, normalize_dsn
+from deerflow_ckpt.store.source import checkpointer_sqlite_file, normalize_dsn, sqlite_file
 
 DEFAULT_PORT = "5432"
-# Relative checkpointer: sqlite paths resolve against DeerFlow's base dir (get_paths().base_dir).
-HOME_ENV = "DEER_FLOW_HOME"
-PROJECT_ROOT_ENV = "DEER_FLOW_PROJECT_ROOT"
-CHECKPOINTER_SQLITE_DEFAULT = "store.db"
 _URI_SCHEME = re.compile(r"^postgres(?:ql)?://")
 _ANY_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -179,21 +175,10 @@ def sqlite_identity(path: Path) -> DatabaseIdentity:
 
 
 def _checkpointer_sqlite(connection: str | None, environ: Mapping[str, str], cwd: Path) -> DatabaseIdentity | Unlocated:
-    connection = connection or CHECKPOINTER_SQLITE_DEFAULT
-    if connection == ":memory:":
+    path = checkpointer_sqlite_file(connection, environ, cwd)
+    if path is None:
         return Unlocated("the checkpointer: section keeps checkpoints in memory (:memory:)", in_memory=True)
-    if connection.startswith("file:"):
-        # URIs go to SQLite unchanged: a relative one opens against the process working directory.
-        path = connection[len("file:") :].split("?", 1)[0].split("#", 1)[0]
-        if path.startswith("//"):
-            path = path[path.find("/", 2) :] if "/" in path[2:] else "/"
-        return sqlite_identity(cwd / unquote(path))
-    location = Path(connection)
-    if location.is_absolute():
-        return sqlite_identity(location)
-    home = environ.get(HOME_ENV)
-    base = Path(home) if home else Path(environ.get(PROJECT_ROOT_ENV) or cwd) / ".deer-flow"
-    return sqlite_identity(cwd / base / location)
+    return sqlite_identity(path)
 
 
 def checkpoint_identity(
@@ -214,7 +199,7 @@ def checkpoint_identity(
             return _postgres_or_unlocated(override.connection_string, override.postgres_schema or "")
         return Unlocated(f"the checkpointer: section has type {override.kind}: nothing is stored", in_memory=True)
     if settings.backend == "sqlite":
-        return sqlite_identity(cwd / settings.sqlite_dir / SQLITE_FILE_NAME)
+        return sqlite_identity(sqlite_file(settings.sqlite_dir, cwd))
     if settings.backend == "postgres":
         if settings.postgres_url is None:
             return Unlocated(f"postgres_url comes from ${settings.postgres_url_reference}, which is not set here")

@@ -6,15 +6,20 @@ Everything that names a database for people goes through `describe()`, which nev
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact, remember_secret
 
 SQLITE_FILE_NAME = "deerflow.db"
+# checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
+CHECKPOINTER_SQLITE_DEFAULT = "store.db"
+HOME_ENV = "DEER_FLOW_HOME"
 # SQLAlchemy-style schemes DeerFlow accepts in postgres_url: postgresql+asyncpg://, postgres+psycopg://
 _DRIVER_SCHEME = re.compile(r"^postgres(?:ql)?\+[A-Za-z0-9_]+://")
 _POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9_]+)?://")
@@ -94,21 +99,40 @@ def target_from_argument(value: str, schema: str = "", immutable: bool = False) 
     return SqliteTarget(Path(value).expanduser(), immutable)
 
 
-def _sqlite_candidates(sqlite_dir: str, config_path: Path | None, cwd: Path) -> list[Path]:
-    directory = Path(sqlite_dir).expanduser()
-    if directory.is_absolute():
-        return [directory / SQLITE_FILE_NAME]
-    # DeerFlow resolves sqlite_dir against the process CWD, and its gateway runs from backend/.
-    bases = [cwd]
-    if config_path is not None:
-        config_dir = config_path.resolve().parent
-        bases += [config_dir, config_dir / "backend"]
-    seen: list[Path] = []
-    for base in bases:
-        candidate = (base / directory / SQLITE_FILE_NAME).resolve()
-        if candidate not in seen:
-            seen.append(candidate)
-    return seen
+def sqlite_file(sqlite_dir: str, process_dir: Path) -> Path:
+    """database.sqlite_dir's file for a DeerFlow process running in `process_dir` (Path(dir).resolve())."""
+    return (process_dir / sqlite_dir / SQLITE_FILE_NAME).resolve()
+
+
+def checkpointer_sqlite_file(connection: str | None, environ: Mapping[str, str], process_dir: Path) -> Path | None:
+    """checkpointer: type sqlite's file for a process in `process_dir`; None for :memory:."""
+    connection = connection or CHECKPOINTER_SQLITE_DEFAULT
+    if connection == ":memory:":
+        return None
+    if connection.startswith("file:"):
+        # URIs go to SQLite unchanged: a relative one opens against the process working directory.
+        path = connection[len("file:") :].split("?", 1)[0].split("#", 1)[0]
+        if path.startswith("//"):
+            path = path[path.find("/", 2) :] if "/" in path[2:] else "/"
+        return (process_dir / unquote(path)).resolve()
+    location = Path(connection)
+    if location.is_absolute():
+        return location.resolve()
+    # Relative paths resolve against DeerFlow's base dir: $DEER_FLOW_HOME, else <project root>/.deer-flow.
+    home = environ.get(HOME_ENV)
+    base = Path(home) if home else Path(environ.get(PROJECT_ROOT_ENV) or process_dir) / ".deer-flow"
+    return (process_dir / base / location).resolve()
+
+
+def _process_dirs(config_path: Path, cwd: Path) -> list[Path]:
+    """Where the DeerFlow process may run: here, beside the config, or in its backend/ (the gateway's)."""
+    config_dir = config_path.resolve().parent
+    return list(dict.fromkeys([cwd.resolve(), config_dir, config_dir / "backend"]))
+
+
+def _candidates(locate: Callable[[Path], Path | None], config_path: Path, cwd: Path) -> list[Path]:
+    found = (locate(directory) for directory in _process_dirs(config_path, cwd))
+    return list(dict.fromkeys(path for path in found if path is not None))
 
 
 def _first_existing(candidates: list[Path], via: str, immutable: bool) -> DatabaseChoice:
@@ -135,16 +159,11 @@ def target_from_settings(
                 raise StoreError(f"{via} has type postgres but no connection_string")
             return DatabaseChoice(_postgres_target(override.connection_string, override.postgres_schema or ""), via)
         if override.kind == "sqlite":
-            connection = override.connection_string or "store.db"
-            if connection == ":memory:":
+            connection = override.connection_string
+            candidates = _candidates(lambda d: checkpointer_sqlite_file(connection, environ, d), config_path, cwd)
+            if not candidates:
                 raise StoreError(f"{via} uses an in-memory SQLite checkpointer: nothing is stored on disk")
-            location = Path(connection.removeprefix("file:").split("?", 1)[0]).expanduser()
-            if location.is_absolute():
-                return _first_existing([location], via, immutable)
-            home = environ.get("DEER_FLOW_HOME")
-            bases = [Path(home)] if home else []
-            bases += [cwd / ".deer-flow", config_path.resolve().parent / ".deer-flow"]
-            return _first_existing([(b / location).resolve() for b in bases], via, immutable)
+            return _first_existing(candidates, via, immutable)
         raise StoreError(f"{via} has type {override.kind!r}: nothing is stored on disk")
     via = f"database: section of {config_path}"
     if settings.backend == "postgres":
@@ -154,7 +173,8 @@ def target_from_settings(
             raise StoreError(f"{via}: database.postgres_url is required for the postgres backend")
         return DatabaseChoice(_postgres_target(settings.postgres_url, settings.postgres_schema), via)
     if settings.backend == "sqlite":
-        return _first_existing(_sqlite_candidates(settings.sqlite_dir, config_path, cwd), via, immutable)
+        candidates = _candidates(lambda d: sqlite_file(settings.sqlite_dir, d), config_path, cwd)
+        return _first_existing(candidates, via, immutable)
     raise StoreError(f"{via} selects backend {settings.backend!r}: nothing is stored on disk")
 
 
@@ -164,7 +184,7 @@ def default_sqlite_choice(environ: Mapping[str, str], cwd: Path, immutable: bool
         (cwd / ".deer-flow" / "data" / SQLITE_FILE_NAME).resolve(),
         (cwd / "backend" / ".deer-flow" / "data" / SQLITE_FILE_NAME).resolve(),
     ]
-    home = environ.get("DEER_FLOW_HOME")
+    home = environ.get(HOME_ENV)
     if home:
         candidates.append((Path(home).expanduser() / "data" / SQLITE_FILE_NAME).resolve())
     return _first_existing(candidates, "DeerFlow's default SQLite locations", immutable)
