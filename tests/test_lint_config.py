@@ -628,3 +628,26 @@ def test_empty_sqlite_dir_is_the_working_directory(tmp_path: Path) -> None:
     shared = ckpt("empty.yaml", "dot.yaml", cwd=tmp_path)
     assert shared.returncode == 1 and "CK510" in shared.stdout
     assert f"SQLite {tmp_path.resolve() / 'deerflow.db'}" in shared.stdout
+
+
+@pytest.mark.parametrize(
+    ("written", "read_as", "flagged"),
+    [("010", 8, True), ("1:30", 90, True), ("'010'", 10, False), ("0x10", 16, False), ("250", 250, False)],
+)
+def test_cadence_spelt_so_yaml_11_reads_another_number(
+    tmp_path: Path, written: str, read_as: int, flagged: bool
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta:\n    snapshot_frequency: {written}\n"
+    )
+    result = ckpt("--format", "json", str(config))
+    document = json.loads(result.stdout)
+    findings = [f for f in document["findings"] if f["rule"] == "CK504"]
+    assert document["files"][0]["cadence"]["value"] == read_as
+    if flagged:
+        assert result.returncode == 1
+        assert [f["line"] for f in findings] == [4]
+        assert f"{written} is read by DeerFlow (PyYAML, YAML 1.1) as {read_as}" in findings[0]["message"]
+    else:
+        assert result.returncode == 0 and findings == []

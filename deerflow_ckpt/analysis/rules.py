@@ -161,8 +161,9 @@ RULES: dict[str, Rule] = {
         Rule(
             "CK504",
             Severity.ERROR,
-            "boolean cadence read as 1",
-            "every message-writing step stores a full snapshot, worse than full mode; write the integer you mean",
+            "cadence DeerFlow reads differently than written",
+            "YAML 1.1 reads a boolean as 1 (a snapshot on every write, worse than full mode), 010 as 8 and 1:30 "
+            "as 90; write the plain integer you mean",
         ),
         Rule(
             "CK505",

@@ -9,6 +9,7 @@ PyYAML composes from the same text, so they point at the key that decides.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,8 @@ LOCATION_KEYS = {
     LEGACY_CHECKPOINTER: ("type", "connection_string", "postgres_schema"),
 }
 CHECKPOINTER_TYPES = ("memory", "sqlite", "postgres")
+# A plain scalar PyYAML reads as octal (YAML 1.1): 010 is 8.
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
 # Checkpoint keys DeerFlow reads only under database:; written at the top level or under
 # checkpointer: they are kept (extra="allow") or dropped, and never used.
 MISPLACED = (
@@ -399,6 +402,21 @@ class _Linter:
                 f"{fields.literal_hint(kind, value)}; DeerFlow cannot start with this file",
             )
 
+    def check_cadence_spelling(self, path: tuple[str, ...], effective: int | None) -> None:
+        """YAML 1.1 reads a plain 010 as octal 8 and 1:30 as sexagesimal 90: not what the text seems to say."""
+        found = self.source.pair(path)
+        # PyYAML marks a plain scalar with style "" (quoted ones with their quote character).
+        if found is None or not isinstance(found[1], yaml.ScalarNode) or found[1].style:
+            return
+        written = str(found[1].value)
+        if _OCTAL.fullmatch(written) or ":" in written:
+            self.add(
+                "CK504",
+                self.source.line(*path),
+                f"{dotted(path)}: {written} is read by DeerFlow (PyYAML, YAML 1.1) as {effective}; write {effective} "
+                "if that is the cadence you mean",
+            )
+
     def cadence_path(self) -> tuple[str, ...]:
         """Where the cadence DeerFlow uses is written: the nested key, else the carried flat key."""
         if self.source.pair((DATABASE, DELTA_SECTION, CADENCE_KEY)) is None and self.source.pair(
@@ -409,9 +427,10 @@ class _Linter:
 
     def check_cadence(self, value: object) -> None:
         reading = read_cadence(value)
-        if reading.problem is None:
-            return
         path = self.cadence_path()
+        if reading.problem is None:
+            self.check_cadence_spelling(path, reading.effective)
+            return
         code = "CK504" if reading.effective is not None else "CK500"
         consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
         self.add(
