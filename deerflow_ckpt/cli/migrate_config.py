@@ -88,16 +88,16 @@ def migrate_config(
         if output_format is ReportFormat.text:
             _emit_text_payload(outcome, mode, diff, colored_diff)
             message(report.summary_line(outcome, mode))
-    if output_format is ReportFormat.json:
-        _write_stdout(report.to_json(outcomes, mode, int(exit_code), include_diff=diff))
-    elif output_format is ReportFormat.github:
-        ci_options.deliver_github("migrate-config", report.annotations_of(outcomes), None, report.headline(outcomes))
-    elif output_format is ReportFormat.sarif:
-        from deerflow_ckpt import __version__
-        from deerflow_ckpt.report.sarif import to_sarif
-
-        annotations = report.annotations_of(outcomes)
-        _write_stdout(to_sarif(annotations, command="migrate-config", exit_code=int(exit_code), version=__version__))
+    if output_format is not ReportFormat.text:
+        machine = ci_options.Report(
+            command="migrate-config",
+            headline=report.headline(outcomes),
+            annotations=lambda: report.annotations_of(outcomes),
+            json_document=lambda: report.to_json(outcomes, mode, int(exit_code), include_diff=diff),
+            # Text is streamed file by file above: diffs or files on stdout, diagnostics on stderr.
+            render_text=lambda console: None,
+        )
+        ci_options.emit_report(machine, output_format, None, exit_code, color)
     raise typer.Exit(int(exit_code))
 
 

@@ -1,4 +1,4 @@
-"""DeerFlow's `database:` models as ckpt checks them: every key, its pydantic type and its default.
+"""DeerFlow's `database:` models as ckpt checks them: every key and its pydantic type.
 
 Mirrors DatabaseConfig and its three nested models in deerflow/config/database_config.py. None of them
 sets `model_config`, so pydantic's default extra="ignore" drops every other key without a word.
@@ -8,17 +8,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deerflow_ckpt.config.keys import (
-    CADENCE_KEY,
-    CHANNEL_MODE_KEY,
-    DEFAULT_CADENCE,
-    DEFAULT_CHANNEL_MODE,
-    DELTA_SECTION,
-    FILE_DATABASE_DEFAULTS,
-)
+from deerflow_ckpt.config.keys import CADENCE_KEY, CHANNEL_MODE_KEY, CHANNEL_MODES, DELTA_SECTION
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -26,41 +18,40 @@ if TYPE_CHECKING:
 GRAPH_CACHE_SECTION = "checkpoint_graph_cache"
 HISTORY_CACHE_SECTION = "checkpoint_cache"
 BACKENDS = ("memory", "sqlite", "postgres")
+# The Literal fields' values, exact and case-sensitive as pydantic checks them.
+LITERALS: dict[str, tuple[str, ...]] = {
+    "backend": BACKENDS,
+    "channel_mode": CHANNEL_MODES,
+    "cache_type": ("memory", "redis"),
+}
 # deerflow/config/postgres_schema.py: an empty string, or a plain lowercase identifier.
 POSTGRES_SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-
-@dataclass(frozen=True)
-class Field:
-    # One of the type names `check` knows ("section" for a nested model).
-    kind: str
-    default: object
-
-
-DATABASE_FIELDS: dict[str, Field] = {
-    "backend": Field("backend", FILE_DATABASE_DEFAULTS["backend"]),
-    CHANNEL_MODE_KEY: Field("channel_mode", DEFAULT_CHANNEL_MODE),
-    DELTA_SECTION: Field("section", {}),
-    GRAPH_CACHE_SECTION: Field("section", {}),
-    HISTORY_CACHE_SECTION: Field("section", {}),
-    "sqlite_dir": Field("str", FILE_DATABASE_DEFAULTS["sqlite_dir"]),
-    "postgres_url": Field("str", ""),
-    "echo_sql": Field("bool", False),
-    "pool_size": Field("int", 5),
-    "pool_recycle": Field("positive_int", 300),
-    "command_timeout": Field("optional_positive_float", 30),
-    "postgres_schema": Field("str", ""),
+# Each key maps to a type name `check` knows ("section" for a nested model, "cadence" for read_cadence).
+DATABASE_FIELDS: dict[str, str] = {
+    "backend": "backend",
+    CHANNEL_MODE_KEY: "channel_mode",
+    DELTA_SECTION: "section",
+    GRAPH_CACHE_SECTION: "section",
+    HISTORY_CACHE_SECTION: "section",
+    "sqlite_dir": "str",
+    "postgres_url": "str",
+    "echo_sql": "bool",
+    "pool_size": "int",
+    "pool_recycle": "positive_int",
+    "command_timeout": "optional_positive_float",
+    "postgres_schema": "str",
 }
 
-SECTION_FIELDS: dict[str, dict[str, Field]] = {
-    DELTA_SECTION: {CADENCE_KEY: Field("cadence", DEFAULT_CADENCE)},
-    GRAPH_CACHE_SECTION: {"accessor_graph_max": Field("int_ge1", 64)},
+SECTION_FIELDS: dict[str, dict[str, str]] = {
+    DELTA_SECTION: {CADENCE_KEY: "cadence"},
+    GRAPH_CACHE_SECTION: {"accessor_graph_max": "int_ge1"},
     HISTORY_CACHE_SECTION: {
-        "type": Field("cache_type", "memory"),
-        "max_entries": Field("non_negative_int", 128),
-        "redis_url": Field("optional_str", None),
-        "ttl_seconds": Field("non_negative_int", 86400),
-        "key_prefix": Field("str", ""),
+        "type": "cache_type",
+        "max_entries": "non_negative_int",
+        "redis_url": "optional_str",
+        "ttl_seconds": "non_negative_int",
+        "key_prefix": "str",
     },
 }
 
@@ -74,9 +65,7 @@ def _adapter(kind: str) -> TypeAdapter[Any]:
     from pydantic import TypeAdapter
 
     types: dict[str, Any] = {
-        "backend": Literal["memory", "sqlite", "postgres"],
-        "channel_mode": Literal["full", "delta"],
-        "cache_type": Literal["memory", "redis"],
+        **{kind: Literal[choices] for kind, choices in LITERALS.items()},
         "str": str,
         "optional_str": str | None,
         "bool": bool,
@@ -102,7 +91,7 @@ def check(kind: str, value: object) -> str | None:
 
 def literal_hint(kind: str, value: object) -> str:
     """`Delta` for `delta`: pydantic's literals are case-sensitive."""
-    choices = {"backend": BACKENDS, "channel_mode": ("full", "delta"), "cache_type": ("memory", "redis")}.get(kind, ())
+    choices = LITERALS.get(kind, ())
     if isinstance(value, str):
         for choice in choices:
             if value.strip().lower() == choice and value != choice:

@@ -357,14 +357,14 @@ class _Linter:
         )
 
     def check_fields(self, database: dict[Any, Any]) -> None:
-        for key, spec in fields.DATABASE_FIELDS.items():
+        for key, kind in fields.DATABASE_FIELDS.items():
             if key not in database or isinstance(database[key], Unset):
                 continue
             value = database[key]
-            if spec.kind == "section":
+            if kind == "section":
                 self.check_section(key, value)
             else:
-                self.check_value((DATABASE, key), spec.kind, value)
+                self.check_value((DATABASE, key), kind, value)
         schema = database.get("postgres_schema")
         if isinstance(schema, str) and (problem := fields.schema_problem(schema)):
             self.add(
@@ -385,12 +385,12 @@ class _Linter:
                 "(Input should be a valid dictionary), so it cannot start",
             )
             return
-        for name, spec in fields.SECTION_FIELDS[key].items():
+        for name, kind in fields.SECTION_FIELDS[key].items():
             if name in value and not isinstance(value[name], Unset):
-                if spec.kind == "cadence":
+                if kind == "cadence":
                     self.check_cadence(value[name])
                 else:
-                    self.check_value((*path, name), spec.kind, value[name])
+                    self.check_value((*path, name), kind, value[name])
 
     def check_value(self, path: tuple[str, ...], kind: str, value: object) -> None:
         problem = fields.check(kind, value)

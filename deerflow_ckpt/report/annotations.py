@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from deerflow_ckpt.analysis.rules import Severity, rule
 
@@ -53,9 +54,14 @@ class Annotation:
         return f"{self.rule} {rule(self.rule).title}"
 
 
-def severity_counts(annotations: Iterable[Annotation]) -> dict[str, int]:
-    """Findings per severity, every severity present (zero included), most severe first."""
-    counts = Counter(annotation.severity for annotation in annotations)
+class _Graded(Protocol):
+    @property
+    def severity(self) -> Severity: ...
+
+
+def severity_counts(findings: Iterable[_Graded]) -> dict[str, int]:
+    """Findings (annotations, or a command's own findings) per severity, zeros included, most severe first."""
+    counts = Counter(finding.severity for finding in findings)
     return {severity.value: counts.get(severity, 0) for severity in Severity}
 
 

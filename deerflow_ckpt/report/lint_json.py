@@ -12,6 +12,7 @@ from deerflow_ckpt import __version__
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.config.lint_files import LintedFile, LintReport
+from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.store.identity import DatabaseIdentity
 
 JSON_SCHEMA_VERSION = 1
@@ -55,9 +56,7 @@ def file_to_dict(linted: LintedFile) -> dict[str, Any]:
 
 def to_json(report: LintReport, fail_on: Severity, exit_code: int) -> str:
     findings = report.all_findings()
-    by_severity = {severity.value: 0 for severity in Severity}
-    for _, finding in findings:
-        by_severity[finding.severity.value] += 1
+    by_severity = severity_counts(finding for _, finding in findings)
     consistency = report.consistency
     document = {
         "schema_version": JSON_SCHEMA_VERSION,

@@ -7,6 +7,7 @@ from typing import Any
 
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.scan import ScanReport
 
 JSON_SCHEMA_VERSION = 1
@@ -27,9 +28,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 
 def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
-    by_severity = {severity.value: 0 for severity in Severity}
-    for finding in report.findings:
-        by_severity[finding.severity.value] += 1
+    by_severity = severity_counts(report.findings)
     document = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "verify-shape",
