@@ -32,15 +32,18 @@ class LineageReader(Protocol):
     def split_points(self, parts: int) -> list[str]: ...
 
 
-def open_reader(target: DatabaseTarget) -> tuple[LineageReader, Backend]:
-    """The read-only reader for a target; drivers are imported only here."""
+def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageReader, Backend]:
+    """The read-only reader for a target; drivers are imported only here.
+
+    `sizes=False` lets a reader skip stored sizes that cost extra to read (verify-shape reports none).
+    """
     if isinstance(target, SqliteTarget):
         from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
 
         return SqliteCheckpointReader(target), Backend.SQLITE
     from deerflow_ckpt.store.postgres import PostgresCheckpointReader
 
-    return PostgresCheckpointReader(target), Backend.POSTGRES
+    return PostgresCheckpointReader(target, sizes=sizes), Backend.POSTGRES
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ def _scan_share(
 def _collect_share(
     target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool
 ) -> _Share:
-    reader, backend = open_reader(target)
+    reader, backend = open_reader(target, sizes=False)
     share = _Share()
     for results in iter_thread_results(reader, backend, settings, selection):
         share.threads += 1

@@ -81,6 +81,15 @@ def replay_depths(graph: LineageGraph) -> dict[str, int]:
     """For every checkpoint, the message writes a read replays from the nearest stored seed."""
     depth: dict[str, int] = {}
     for record in graph.records:
+        parent = record.parent_record
+        # Parents usually sort first, so most depths follow from one already known.
+        if record.seed or parent is None:
+            depth[record.checkpoint_id] = 0
+            continue
+        below = depth.get(parent.checkpoint_id)
+        if below is not None:
+            depth[record.checkpoint_id] = below + 1 if record.wrote else below
+            continue
         pending: list[CheckpointRecord] = []
         current: CheckpointRecord | None = record
         visiting: set[str] = set()
@@ -89,21 +98,21 @@ def replay_depths(graph: LineageGraph) -> dict[str, int]:
                 break
             visiting.add(current.checkpoint_id)
             pending.append(current)
-            if graph.stores_seed(current):
+            if current.seed:
                 break
-            current = graph.parent(current)
+            current = current.parent_record
         for item in reversed(pending):
-            if graph.stores_seed(item):
+            if item.seed:
                 depth[item.checkpoint_id] = 0
                 continue
-            parent = graph.parent(item)
+            parent = item.parent_record
             below = depth.get(parent.checkpoint_id, 0) if parent is not None else 0
-            depth[item.checkpoint_id] = below + (1 if graph.wrote(item) else 0)
+            depth[item.checkpoint_id] = below + (1 if item.wrote else 0)
     return depth
 
 
 def classify_trigger(graph: LineageGraph, record: CheckpointRecord, superstep_bound: int) -> Trigger:
-    parent = graph.parent(record)
+    parent = record.parent_record
     if parent is None:
         return Trigger.FRESH_UPDATE if record.source == "update" else Trigger.ROOT
     if parent.overwrite_written:
@@ -112,7 +121,7 @@ def classify_trigger(graph: LineageGraph, record: CheckpointRecord, superstep_bo
         return Trigger.FORK
     if (parent.supersteps or 0) + 1 >= superstep_bound:
         return Trigger.SUPERSTEP_BOUND
-    if (parent.updates or 0) + (1 if graph.wrote(record) else 0) >= 1:
+    if (parent.updates or 0) + (1 if record.wrote else 0) >= 1:
         return Trigger.CADENCE
     return Trigger.UNEXPLAINED
 
@@ -129,9 +138,9 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
     lower: int | None = None
     lower_at: CheckpointRecord | None = None
     for record in graph.records:
-        if graph.is_snapshot_step(record):
-            parent = graph.parent(record)
-            wrote = 1 if graph.wrote(record) else 0
+        if record.snapshot_step:
+            parent = record.parent_record
+            wrote = 1 if record.wrote else 0
             counter_interval = (parent.updates or 0) + wrote if parent is not None else wrote
             chain_interval = wrote + (depth.get(parent.checkpoint_id, 0) if parent is not None else 0)
             trigger = classify_trigger(graph, record, superstep_bound)
@@ -148,7 +157,7 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
     return CadenceProfile(
         snapshots=snapshots,
         bounds=CadenceBounds(lower, lower_at, upper, upper_at),
-        message_writing_steps=sum(1 for record in graph.records if graph.wrote(record)),
+        message_writing_steps=sum(1 for record in graph.records if record.wrote),
         replay_depth=depth,
         open_tail=head.updates or 0,
     )

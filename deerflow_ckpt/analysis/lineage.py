@@ -22,6 +22,7 @@ _SEED_SHAPES = frozenset(
         MessagesShape.MARKER_WITHOUT_SNAPSHOT,
     }
 )
+_SNAPSHOT_SHAPES = frozenset({MessagesShape.SNAPSHOT, MessagesShape.SNAPSHOT_AT_VERSION})
 # Shapes only a delta writer produces (Postgres's inline marker, or a _DeltaSnapshot).
 _DELTA_SHAPES = frozenset(
     {MessagesShape.SNAPSHOT, MessagesShape.DANGLING_MARKER, MessagesShape.MARKER_WITHOUT_SNAPSHOT}
@@ -38,13 +39,23 @@ class LineageGraph:
     def __post_init__(self) -> None:
         self.by_id = by_id = {record.checkpoint_id: record for record in self.lineage.records}
         self.children = {}
+        # Linked and judged once here: the rules ask these of every checkpoint several times.
         for record in self.lineage.records:
-            # Linked once here: the rules ask for parents several times per checkpoint.
             parent = by_id.get(record.parent_id) if record.parent_id is not None else None
             record.parent_record = parent
             record.delta = record.uses_delta or record.messages in _DELTA_SHAPES
+            record.seed = record.messages in _SEED_SHAPES
             if parent is not None:
                 self.children.setdefault(parent.checkpoint_id, []).append(record)
+        for record in self.lineage.records:
+            parent = record.parent_record
+            record.wrote = parent is not None and parent.message_write_rows > 0
+            record.snapshot_step = record.messages is MessagesShape.SNAPSHOT and not (
+                parent is not None
+                and parent.messages in _SNAPSHOT_SHAPES
+                and record.messages_version is not None
+                and parent.messages_version == record.messages_version
+            )
 
     @property
     def records(self) -> list[CheckpointRecord]:
@@ -76,12 +87,11 @@ class LineageGraph:
 
     def wrote(self, record: CheckpointRecord) -> bool:
         """The step that produced `record` wrote messages: a messages write is stored under its parent."""
-        parent = record.parent_record
-        return parent is not None and parent.message_write_rows > 0
+        return record.wrote
 
     def stores_seed(self, record: CheckpointRecord) -> bool:
         """The read walk stops at `record`: a value for messages is stored at its version."""
-        return record.messages in _SEED_SHAPES
+        return record.seed
 
     def is_delta(self, record: CheckpointRecord) -> bool:
         """DeerFlow's delta test (marker or counters), or a shape only a delta writer stores."""
@@ -97,15 +107,7 @@ class LineageGraph:
 
     def is_snapshot_step(self, record: CheckpointRecord) -> bool:
         """A snapshot physically stored by this step, not a raw writer's copy of its parent's."""
-        if record.messages is not MessagesShape.SNAPSHOT:
-            return False
-        parent = self.parent(record)
-        copied = (
-            parent is not None
-            and parent.messages in (MessagesShape.SNAPSHOT, MessagesShape.SNAPSHOT_AT_VERSION)
-            and self.same_version_as_parent(record)
-        )
-        return not copied
+        return record.snapshot_step
 
     def stores_list_here(self, record: CheckpointRecord) -> bool:
         """A plain list stored by this step rather than carried over from its parent.

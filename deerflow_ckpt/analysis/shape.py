@@ -53,12 +53,12 @@ class LineageResult:
     @property
     def kind(self) -> str:
         graph = self.graph
-        delta = [record for record in graph.records if graph.is_delta(record)]
+        delta = [record for record in graph.records if record.delta]
         if not delta:
             return ThreadKind.FULL
         first_delta = min(record.checkpoint_id for record in delta)
         seeded_before = any(
-            graph.stores_list_here(record) and not graph.is_delta(record) and record.checkpoint_id < first_delta
+            graph.stores_list_here(record) and not record.delta and record.checkpoint_id < first_delta
             for record in graph.records
         )
         return ThreadKind.MIGRATED if seeded_before else ThreadKind.DELTA
@@ -135,7 +135,7 @@ class _LineageChecker:
         first = min(roots, key=lambda record: record.checkpoint_id)
         for root in roots:
             starts_thread = root is first and (root.step is None or root.step < 0 or root.source == "update")
-            if starts_thread or graph.stores_seed(root) or not graph.is_delta(root):
+            if starts_thread or root.seed or not root.delta:
                 continue
             self.severed_roots.add(root.checkpoint_id)
             self.add(
@@ -153,9 +153,14 @@ class _LineageChecker:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
             elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
                 self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
-            if record.metadata_ok and graph.is_delta(record) and graph.stores_list_here(record):
+            if (
+                record.messages is MessagesShape.LIST
+                and record.delta
+                and record.metadata_ok
+                and graph.stores_list_here(record)
+            ):
                 self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
-            if graph.is_snapshot_step(record) and record.seed_empty and self._had_messages_unremoved(record):
+            if record.snapshot_step and record.seed_empty and self._had_messages_unremoved(record):
                 self.add(
                     "CK103",
                     record,
@@ -172,7 +177,7 @@ class _LineageChecker:
                 return False
             if ancestor.message_write_rows > 0:
                 had_messages = True
-            if graph.stores_seed(ancestor):
+            if ancestor.seed:
                 return had_messages or not ancestor.seed_empty
         return had_messages
 
@@ -200,16 +205,16 @@ class _LineageChecker:
                 f"{len(over_bound)} checkpoints at or above the bound {bound})",
             )
         for record in graph.records:
-            parent = graph.parent(record)
+            parent = record.parent_record
             stripped = (
-                parent is not None
+                record.updates is None
+                and record.supersteps is None
+                and parent is not None
+                and record.delta
+                and parent.delta
+                and not record.seed
                 and record.readable
                 and parent.metadata_ok
-                and graph.is_delta(record)
-                and record.updates is None
-                and record.supersteps is None
-                and not graph.stores_seed(record)
-                and graph.is_delta(parent)
             )
             if stripped:
                 self.add("CK204", record, f"counters reset at {_step(record)} but no snapshot is stored there")
@@ -255,18 +260,18 @@ class _LineageChecker:
         broken = self.broken_links | self.severed_roots
         short: list[tuple[CheckpointRecord, int]] = []
         for record in graph.records:
-            parent = graph.parent(record)
+            parent = record.parent_record
             if record.checkpoint_id in broken or not record.readable:
                 since_reset[record.checkpoint_id] = None
                 continue
             if parent is None:
                 since_reset[record.checkpoint_id] = 0
                 continue
-            resets = graph.is_snapshot_step(parent) or not graph.is_delta(parent) or parent.updates is None
+            resets = parent.snapshot_step or not parent.delta or parent.updates is None
             below = 0 if resets and parent.readable else since_reset.get(parent.checkpoint_id)
             found = None if below is None else below + parent.message_write_tasks
             since_reset[record.checkpoint_id] = found
-            if found is not None and record.updates is not None and graph.is_delta(record) and record.updates > found:
+            if found is not None and record.updates is not None and record.delta and record.updates > found:
                 short.append((record, found))
         if short:
             first, (last, found) = short[0][0], short[-1]
@@ -281,11 +286,12 @@ class _LineageChecker:
     def check_forks(self) -> None:
         """CK305: a delta checkpoint continued by more than one child; reported at each later branch."""
         graph = self.graph
-        for record in graph.records:
-            children = [
-                c for c in graph.children.get(record.checkpoint_id, []) if c.checkpoint_id not in self.broken_links
-            ]
-            if len(children) < 2 or not (graph.is_delta(record) or any(graph.is_delta(c) for c in children)):
+        forked = {parent_id for parent_id, children in graph.children.items() if len(children) > 1}
+        for record in graph.records if forked else ():
+            if record.checkpoint_id not in forked:
+                continue
+            children = [c for c in graph.children[record.checkpoint_id] if c.checkpoint_id not in self.broken_links]
+            if len(children) < 2 or not (record.delta or any(c.delta for c in children)):
                 continue
             for branch in sorted(children, key=lambda c: c.checkpoint_id)[1:]:
                 self.add(
@@ -296,9 +302,9 @@ class _LineageChecker:
         """CK401: a full-mode checkpoint whose parent is a delta checkpoint."""
         graph = self.graph
         for record in graph.records:
-            parent = graph.parent(record)
-            known = record.readable and parent is not None and parent.metadata_ok
-            if known and parent is not None and graph.is_delta(parent) and not graph.is_delta(record):
+            parent = record.parent_record
+            changed = not record.delta and parent is not None and parent.delta
+            if changed and record.readable and parent is not None and parent.metadata_ok:
                 self.add(
                     "CK401",
                     record,
@@ -309,13 +315,13 @@ class _LineageChecker:
 def _walk_with_cycle(graph: LineageGraph, record: CheckpointRecord) -> Iterable[CheckpointRecord]:
     """Parents of `record` until one repeats (yielding the repeat) or the chain ends."""
     seen: set[str] = set()
-    current = graph.parent(record)
+    current = record.parent_record
     while current is not None:
         yield current
         if current.checkpoint_id in seen:
             return
         seen.add(current.checkpoint_id)
-        current = graph.parent(current)
+        current = current.parent_record
 
 
 def check_lineage(graph: LineageGraph, settings: ShapeSettings) -> LineageResult:

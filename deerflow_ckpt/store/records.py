@@ -75,8 +75,11 @@ class CheckpointRecord:
     metadata_ok: bool = True
     # The parent in the same lineage, linked by analysis.lineage.LineageGraph (None: parentless or missing).
     parent_record: CheckpointRecord | None = None
-    # DeerFlow would treat it as delta (set by LineageGraph; see LineageGraph.is_delta).
+    # Facts that depend on the parent, set once by LineageGraph (see its methods of the same names).
     delta: bool = False
+    seed: bool = False
+    snapshot_step: bool = False
+    wrote: bool = False
 
     @property
     def readable(self) -> bool:

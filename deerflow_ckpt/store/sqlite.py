@@ -13,11 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store.lean import (
+    CheckpointFields,
+    may_hold_ext,
+    read_checkpoint,
+    read_metadata,
+    snapshot_is_empty,
+    snapshot_payload_size,
+)
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
     ExtValue,
     InertDecoder,
+    UndecodableError,
 )
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
@@ -32,7 +43,7 @@ from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write
 SQLITE_HEADER = b"SQLite format 3\x00"
 _WAL_VERSION_BYTES = slice(18, 20)  # file format read/write versions: 2 means WAL
 
-# Metadata is parsed in Python: json.loads is cheaper than five json_extract calls per row.
+# Metadata is parsed in Python: a typed decode of four keys is cheaper than json_extract calls.
 # Payload columns are CAST to BLOB: a value stored as invalid TEXT must not fail the whole query.
 _CHECKPOINTS_SQL = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
@@ -92,9 +103,51 @@ def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
     return connection
 
 
-def _classify_checkpoint(record: CheckpointRecord, kind: str | None, data: bytes | None, decoder: InertDecoder) -> None:
+def _classify_checkpoint(
+    record: CheckpointRecord, kind: str | None, data: bytes | None, decoder: InertDecoder, lean: bool
+) -> None:
     """Fill in the messages shape, version and snapshot size from the checkpoint bytes."""
-    value = check_typed_bytes(kind, data, "checkpoint", record.problems, decoder)
+    if lean and kind == "msgpack" and data is not None and not decoder.deep:
+        fields = read_checkpoint(data)
+        if fields is not None and _classify_lean(record, fields, decoder):
+            return
+    _classify_decoded(record, check_typed_bytes(kind, data, "checkpoint", record.problems, decoder))
+
+
+def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
+    """(True, value) when `raw` decodes inertly and names only trusted types; (False, None) otherwise."""
+    try:
+        value = decoder.decode(memoryview(raw))  # type: ignore[arg-type]
+    except UndecodableError:
+        return False, None
+    return not decoder.untrusted, value
+
+
+def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: InertDecoder) -> bool:
+    """Classify from the lean decode; False sends the row to the full decode, which reports problems."""
+    messages = fields.channel_values.get(MESSAGES_CHANNEL)
+    for raw in fields.channel_values.values():
+        if raw is not messages and may_hold_ext(raw) and not _decode_clean(raw, decoder)[0]:
+            return False
+    if messages is None:
+        record.messages = MessagesShape.ABSENT
+    else:
+        size = snapshot_payload_size(messages)
+        if size is not None:
+            record.messages = MessagesShape.SNAPSHOT
+            record.seed_empty = snapshot_is_empty(messages, size)
+            record.snapshot_bytes = size
+        else:
+            clean, value = _decode_clean(messages, decoder)
+            if not clean:
+                return False
+            _classify_messages(record, value)
+    version = fields.channel_versions.get(MESSAGES_CHANNEL)
+    record.messages_version = None if version is None else str(version)
+    return True
+
+
+def _classify_decoded(record: CheckpointRecord, value: Any) -> None:
     channel_values = value.get("channel_values", {}) if type(value) is dict else None
     if type(channel_values) is not dict:
         record.messages = MessagesShape.UNDECODABLE
@@ -105,7 +158,10 @@ def _classify_checkpoint(record: CheckpointRecord, kind: str | None, data: bytes
     versions = value.get("channel_versions")
     version = versions.get(MESSAGES_CHANNEL) if type(versions) is dict else None
     record.messages_version = None if version is None else str(version)
-    messages = channel_values.get(MESSAGES_CHANNEL, _ABSENT)
+    _classify_messages(record, channel_values.get(MESSAGES_CHANNEL, _ABSENT))
+
+
+def _classify_messages(record: CheckpointRecord, messages: Any) -> None:
     if messages is _ABSENT:
         record.messages = MessagesShape.ABSENT
     elif type(messages) is ExtValue and messages.code == EXT_DELTA_SNAPSHOT:
@@ -129,7 +185,7 @@ def _metadata_fields(raw: bytes | str | None, problems: list[Problem]) -> dict[s
         return {}
     try:
         metadata = _decode_json(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         problems.append(Problem("CK104", "metadata is not valid JSON text"))
         return {}
     if type(metadata) is not dict:
@@ -138,11 +194,21 @@ def _metadata_fields(raw: bytes | str | None, problems: list[Problem]) -> dict[s
     return metadata
 
 
-def _record_from_row(row: tuple[Any, ...], decoder: InertDecoder) -> CheckpointRecord:
+def _metadata_values(raw: bytes | None, problems: list[Problem], lean: bool) -> tuple[Any, Any, Any, Any]:
+    """step, source, DeerFlow's mode marker and the counters, as stored (absent: None)."""
+    fields = read_metadata(raw) if lean and raw is not None else None
+    if fields is not None:
+        return fields.step, fields.source, fields.deerflow_checkpoint_channel_mode, fields.counters_since_delta_snapshot
+    metadata = _metadata_fields(raw, problems)
+    get = metadata.get
+    return get("step"), get("source"), get("deerflow_checkpoint_channel_mode"), get("counters_since_delta_snapshot")
+
+
+def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = True) -> CheckpointRecord:
+    """One checkpoint row as a record; `lean=False` forces the full inert decode (tests compare both)."""
     thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
     problems: list[Problem] = []
-    metadata = _metadata_fields(raw_metadata, problems)
-    counters = metadata.get("counters_since_delta_snapshot")
+    step, source, mode, counters = _metadata_values(raw_metadata, problems, lean)
     pair = counters.get(MESSAGES_CHANNEL) if type(counters) is dict else None
     updates = supersteps = None
     if type(pair) is list and len(pair) >= 2:
@@ -150,7 +216,6 @@ def _record_from_row(row: tuple[Any, ...], decoder: InertDecoder) -> CheckpointR
         # bool is an int subclass; `type() is int` keeps true/false out of the counters.
         updates = updates if type(updates) is int else None
         supersteps = supersteps if type(supersteps) is int else None
-    step, source, mode = metadata.get("step"), metadata.get("source"), metadata.get("deerflow_checkpoint_channel_mode")
     record = CheckpointRecord(
         thread_id,
         ns or "",
@@ -169,7 +234,7 @@ def _record_from_row(row: tuple[Any, ...], decoder: InertDecoder) -> CheckpointR
     if problems:
         record.problems = problems
         record.metadata_ok = False
-    _classify_checkpoint(record, kind, data, decoder)
+    _classify_checkpoint(record, kind, data, decoder, lean)
     return record
 
 
@@ -226,7 +291,7 @@ class SqliteCheckpointReader:
                     pending_write = _attach_writes(records, current_key, writes, pending_write, self.decoder)
                     yield Lineage(current_key[0], current_key[1], records)
                 current_key, records = key, []
-            records.append(_record_from_row(row, self.decoder))
+            records.append(record_from_row(row, self.decoder))
         if current_key is not None:
             _attach_writes(records, current_key, writes, pending_write, self.decoder)
             yield Lineage(current_key[0], current_key[1], records)

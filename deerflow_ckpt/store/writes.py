@@ -82,7 +82,7 @@ def check_typed_bytes(
 
         try:
             return json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             problems.append(Problem("CK104", f"{where} is not valid JSON ({exc})"))
             return None
     shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."

@@ -1,0 +1,97 @@
+"""Decode only the checkpoint and metadata fields a scan reads, and prove the rest holds no ext value.
+
+msgspec skips what a Struct does not declare and keeps `Raw` values as undecoded bytes, so one row costs
+a fraction of a full decode. The types are strict on purpose: a field that could hide an ext value (a
+type LangGraph would construct) fails validation, and so does anything malformed or unexpected. Every
+such row returns None and the caller reads it through the full inert decoder, which judges and reports
+it exactly as it always has: this path only makes ordinary rows cheaper.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT
+
+# channel_versions values: LangGraph's savers write strings, other checkpointers ints or floats.
+_Version = str | int | float
+
+
+class MetadataFields(msgspec.Struct):
+    """The metadata keys the rules read; others are skipped unparsed. Values keep their JSON types."""
+
+    step: Any = None
+    source: Any = None
+    counters_since_delta_snapshot: Any = None
+    deerflow_checkpoint_channel_mode: Any = None
+
+
+class CheckpointFields(msgspec.Struct, forbid_unknown_fields=True):
+    """LangGraph's Checkpoint mapping, with channel values left as raw msgpack."""
+
+    v: int = 0
+    id: str = ""
+    ts: str = ""
+    channel_values: dict[str, msgspec.Raw] = {}
+    channel_versions: dict[str, _Version] = {}
+    versions_seen: dict[str, dict[str, _Version]] = {}
+    updated_channels: list[str] | None = None
+
+
+_metadata_decoder = msgspec.json.Decoder(MetadataFields)
+_checkpoint_decoder = msgspec.msgpack.Decoder(CheckpointFields)
+# Every msgpack ext header byte: bytes without any of them cannot hold an ext value.
+_EXT_HEADER = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
+# fixext 1, 2, 4, 8, 16: payload sizes by header byte.
+_FIXEXT_SIZES = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+_EXT_LENGTH_BYTES = {0xC7: 1, 0xC8: 2, 0xC9: 4}  # ext 8, 16, 32: a big-endian length follows
+
+
+def read_metadata(raw: bytes) -> MetadataFields | None:
+    """The metadata's fields, or None when only the full JSON decoder can say what is wrong."""
+    try:
+        return _metadata_decoder.decode(raw)
+    # Malformed, NaN, not an object, lone surrogates, nested past msgspec's limit: json.loads decides.
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def read_checkpoint(data: bytes) -> CheckpointFields | None:
+    """The checkpoint's fields, or None when it is malformed or shaped unlike LangGraph's."""
+    try:
+        return _checkpoint_decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def may_hold_ext(raw: msgspec.Raw) -> bool:
+    """False only when the bytes cannot contain an ext value; a single byte is always a scalar."""
+    return len(raw) > 1 and _EXT_HEADER.search(memoryview(raw)) is not None
+
+
+def snapshot_payload_size(raw: msgspec.Raw) -> int | None:
+    """The payload size when `raw` is exactly one `_DeltaSnapshot` ext value, else None."""
+    data = memoryview(raw)
+    if len(data) < 3:
+        return None
+    marker = data[0]
+    size = _FIXEXT_SIZES.get(marker)
+    if size is not None:
+        header = 2
+    else:
+        width = _EXT_LENGTH_BYTES.get(marker)
+        if width is None:
+            return None
+        header = 2 + width
+        size = int.from_bytes(data[1 : 1 + width], "big")
+    if data[header - 1] != EXT_DELTA_SNAPSHOT or header + size != len(data):
+        return None
+    return size
+
+
+def snapshot_is_empty(raw: msgspec.Raw, size: int) -> bool:
+    """The snapshot's payload is an empty msgpack array."""
+    return size == 1 and memoryview(raw)[-1] == 0x90
