@@ -9,7 +9,6 @@ it exactly as it always has: this path only makes ordinary rows cheaper.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
@@ -43,8 +42,6 @@ class CheckpointFields(msgspec.Struct, forbid_unknown_fields=True):
 
 _metadata_decoder = msgspec.json.Decoder(MetadataFields)
 _checkpoint_decoder = msgspec.msgpack.Decoder(CheckpointFields)
-# Every msgpack ext header byte: bytes without any of them cannot hold an ext value.
-_EXT_HEADER = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
 # fixext 1, 2, 4, 8, 16: payload sizes by header byte.
 _FIXEXT_SIZES = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
 _EXT_LENGTH_BYTES = {0xC7: 1, 0xC8: 2, 0xC9: 4}  # ext 8, 16, 32: a big-endian length follows
@@ -65,11 +62,6 @@ def read_checkpoint(data: bytes) -> CheckpointFields | None:
         return _checkpoint_decoder.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
-
-
-def may_hold_ext(raw: msgspec.Raw) -> bool:
-    """False only when the bytes cannot contain an ext value; a single byte is always a scalar."""
-    return len(raw) > 1 and _EXT_HEADER.search(memoryview(raw)) is not None
 
 
 def snapshot_payload_size(raw: msgspec.Raw) -> int | None:

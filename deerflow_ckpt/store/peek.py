@@ -70,6 +70,7 @@ REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
 
 
 _unpack = ormsgpack.unpackb
+_new_tuple = tuple.__new__  # builds an ExtValue without NamedTuple's Python-level __new__
 _NON_STR_KEYS = ormsgpack.OPT_NON_STR_KEYS
 
 
@@ -147,7 +148,7 @@ class InertDecoder:
 
     def _hook(self, code: int, data: bytes) -> ExtValue:
         if code == EXT_DELTA_SNAPSHOT and not self.deep:
-            return ExtValue(code, None, None, None, None, len(data), data == b"\x90")
+            return _new_tuple(ExtValue, (code, None, None, None, None, len(data), data == b"\x90"))
         if self._depth >= MAX_EXT_DEPTH:
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
@@ -173,7 +174,7 @@ class InertDecoder:
                 self._trusted.add(key)
             else:
                 self.untrusted.append(named)
-        return ExtValue(code, module, name, method, None, len(data))
+        return _new_tuple(ExtValue, (code, module, name, method, None, len(data), False))
 
 
 def is_snapshot(value: object) -> bool:

@@ -18,7 +18,7 @@ from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_
 from deerflow_ckpt.store.records import CheckpointRecord, Lineage, MessagesShape, Problem
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import PostgresTarget
-from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes
 
 # Stored sizes as DeerFlow's benchmark counts them; rendering every checkpoint as text costs the server
 # more than the rest of the query, so only readers that report storage ask for them.
@@ -298,20 +298,15 @@ def _rows(cursor: Any) -> Iterator[Any]:
 def _attach_writes(
     records: list[CheckpointRecord], key: tuple[str, str], writes: Iterator[Any], pending: Any, decoder: InertDecoder
 ) -> Any:
-    summaries: dict[str, WriteSummary] = {}
+    folder = WriteFolder(records, decoder)
     while pending is not None:
-        write_key = (pending[0], pending[1] or "")
-        if write_key > key:
-            break
-        if write_key == key:
-            _, _, checkpoint_id, task_id, channel, kind, data = pending
-            summary = summaries.setdefault(checkpoint_id, WriteSummary())
-            add_write(summary, str(task_id), str(channel), kind, bytes(data) if data is not None else None, decoder)
+        thread_id, ns, checkpoint_id, task_id, channel, kind, data = pending
+        if thread_id != key[0] or (ns or "") != key[1]:
+            if (thread_id, ns or "") > key:
+                break
+        else:
+            folder.add(checkpoint_id, str(task_id), str(channel), kind, bytes(data) if data is not None else None)
         pending = next(writes, None)
-    for record in records:
-        found = summaries.get(record.checkpoint_id)
-        if found is not None:
-            found.apply_to(record)
     return pending
 
 

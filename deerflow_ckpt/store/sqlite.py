@@ -18,7 +18,6 @@ import msgspec
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.lean import (
     CheckpointFields,
-    may_hold_ext,
     read_checkpoint,
     read_metadata,
     snapshot_is_empty,
@@ -38,7 +37,7 @@ from deerflow_ckpt.store.records import (
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
-from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteSummary, add_write, check_typed_bytes
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _WAL_VERSION_BYTES = slice(18, 20)  # file format read/write versions: 2 means WAL
@@ -103,17 +102,6 @@ def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
     return connection
 
 
-def _classify_checkpoint(
-    record: CheckpointRecord, kind: str | None, data: bytes | None, decoder: InertDecoder, lean: bool
-) -> None:
-    """Fill in the messages shape, version and snapshot size from the checkpoint bytes."""
-    if lean and kind == "msgpack" and data is not None and not decoder.deep:
-        fields = read_checkpoint(data)
-        if fields is not None and _classify_lean(record, fields, decoder):
-            return
-    _classify_decoded(record, check_typed_bytes(kind, data, "checkpoint", record.problems, decoder))
-
-
 def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
     """(True, value) when `raw` decodes inertly and names only trusted types; (False, None) otherwise."""
     try:
@@ -127,7 +115,8 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
     """Classify from the lean decode; False sends the row to the full decode, which reports problems."""
     messages = fields.channel_values.get(MESSAGES_CHANNEL)
     for raw in fields.channel_values.values():
-        if raw is not messages and may_hold_ext(raw) and not _decode_clean(raw, decoder)[0]:
+        # A one-byte value (nil, a small int, true/false) cannot name a type; anything longer is decoded.
+        if raw is not messages and len(raw) > 1 and not _decode_clean(raw, decoder)[0]:
             return False
     if messages is None:
         record.messages = MessagesShape.ABSENT
@@ -194,13 +183,9 @@ def _metadata_fields(raw: bytes | str | None, problems: list[Problem]) -> dict[s
     return metadata
 
 
-def _metadata_values(raw: bytes | None, problems: list[Problem], lean: bool) -> tuple[Any, Any, Any, Any]:
-    """step, source, DeerFlow's mode marker and the counters, as stored (absent: None)."""
-    fields = read_metadata(raw) if lean and raw is not None else None
-    if fields is not None:
-        return fields.step, fields.source, fields.deerflow_checkpoint_channel_mode, fields.counters_since_delta_snapshot
-    metadata = _metadata_fields(raw, problems)
-    get = metadata.get
+def _metadata_values(raw: bytes | None, problems: list[Problem]) -> tuple[Any, Any, Any, Any]:
+    """step, source, DeerFlow's mode marker and the counters, read by the full JSON decoder."""
+    get = _metadata_fields(raw, problems).get
     return get("step"), get("source"), get("deerflow_checkpoint_channel_mode"), get("counters_since_delta_snapshot")
 
 
@@ -208,7 +193,12 @@ def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = Tr
     """One checkpoint row as a record; `lean=False` forces the full inert decode (tests compare both)."""
     thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
     problems: list[Problem] = []
-    step, source, mode, counters = _metadata_values(raw_metadata, problems, lean)
+    fields = read_metadata(raw_metadata) if lean and raw_metadata is not None else None
+    if fields is not None:
+        step, source = fields.step, fields.source
+        mode, counters = fields.deerflow_checkpoint_channel_mode, fields.counters_since_delta_snapshot
+    else:
+        step, source, mode, counters = _metadata_values(raw_metadata, problems)
     pair = counters.get(MESSAGES_CHANNEL) if type(counters) is dict else None
     updates = supersteps = None
     if type(pair) is list and len(pair) >= 2:
@@ -234,7 +224,11 @@ def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = Tr
     if problems:
         record.problems = problems
         record.metadata_ok = False
-    _classify_checkpoint(record, kind, data, decoder, lean)
+    if lean and kind == "msgpack" and data is not None and not decoder.deep:
+        checkpoint = read_checkpoint(data)
+        if checkpoint is not None and _classify_lean(record, checkpoint, decoder):
+            return record
+    _classify_decoded(record, check_typed_bytes(kind, data, "checkpoint", record.problems, decoder))
     return record
 
 
@@ -305,18 +299,13 @@ def _attach_writes(
     decoder: InertDecoder,
 ) -> tuple[Any, ...] | None:
     """Consume the write rows of lineage `key` (both streams share one order) into its records."""
-    summaries: dict[str, WriteSummary] = {}
+    folder = WriteFolder(records, decoder)
     while pending is not None:
-        write_key = (pending[0], pending[1] or "")
-        if write_key > key:
-            break
-        if write_key == key:
-            _, _, checkpoint_id, task_id, channel, kind, value = pending
-            summary = summaries.setdefault(checkpoint_id, WriteSummary())
-            add_write(summary, str(task_id), str(channel), kind, value, decoder)
+        thread_id, ns, checkpoint_id, task_id, channel, kind, value = pending
+        if thread_id != key[0] or (ns or "") != key[1]:
+            if (thread_id, ns or "") > key:
+                break
+        else:
+            folder.add(checkpoint_id, str(task_id), str(channel), kind, value)
         pending = next(writes, None)
-    for record in records:
-        found = summaries.get(record.checkpoint_id)
-        if found is not None:
-            found.apply_to(record)
     return pending

@@ -1,8 +1,7 @@
-"""Per-checkpoint summaries of pending-write rows, shared by the SQLite and Postgres readers."""
+"""What a checkpoint's pending-write rows add to its record, shared by the SQLite and Postgres readers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow_ckpt.store.peek import (
@@ -20,32 +19,6 @@ MESSAGES_CHANNEL = "messages"
 INERT_TYPES = frozenset({"null", "bytes", "bytearray", "empty"})
 
 
-@dataclass(slots=True)
-class WriteSummary:
-    message_rows: int = 0
-    message_tasks: set[str] = field(default_factory=set)
-    message_bytes: int = 0
-    message_items: int = 0
-    message_item_bytes: int = 0
-    other_rows: int = 0
-    other_bytes: int = 0
-    overwrite: bool = False
-    removal: bool = False
-    problems: list[Problem] = field(default_factory=list)
-
-    def apply_to(self, record: CheckpointRecord) -> None:
-        record.message_write_rows = self.message_rows
-        record.message_write_tasks = len(self.message_tasks)
-        record.message_write_bytes = self.message_bytes
-        record.message_write_items = self.message_items
-        record.message_item_bytes = self.message_item_bytes
-        record.other_write_rows = self.other_rows
-        record.other_write_bytes = self.other_bytes
-        record.overwrite_written = self.overwrite
-        record.removal_written = self.removal
-        record.problems.extend(self.problems)
-
-
 def _named_types(value: Any) -> list[tuple[str | None, str | None]]:
     """The (module, name) of `value` if it is an ext, or of each ext in it if it is a list."""
     if type(value) is ExtValue:
@@ -53,6 +26,13 @@ def _named_types(value: Any) -> list[tuple[str | None, str | None]]:
     if type(value) is list:
         return [(item.module, item.name) for item in value if type(item) is ExtValue]
     return []
+
+
+def _untrusted_problems(decoder: InertDecoder, where: str) -> list[Problem]:
+    return [
+        Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+        for named in decoder.untrusted_types()
+    ]
 
 
 def check_typed_bytes(
@@ -67,10 +47,7 @@ def check_typed_bytes(
             problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
             return None
         if decoder.untrusted:
-            for named in decoder.untrusted_types():
-                problems.append(
-                    Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
-                )
+            problems.extend(_untrusted_problems(decoder, where))
         return value
     if kind == "pickle":
         problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
@@ -90,38 +67,61 @@ def check_typed_bytes(
     return None
 
 
-def add_write(
-    summary: WriteSummary,
-    task_id: str,
-    channel: str,
-    kind: str | None,
-    data: bytes | None,
-    decoder: InertDecoder | None = None,
-) -> None:
-    """Fold one write row into its checkpoint's summary."""
-    size = len(data) if data is not None else 0
-    problems: list[Problem] = []
-    value = check_typed_bytes(kind, data, "this write", problems, decoder)
-    if problems:
-        # Name the write only when there is something to say: this runs once per write row.
-        where = f"write {channel!r} of task {task_id}"
-        summary.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
-    if channel != MESSAGES_CHANNEL:
-        summary.other_rows += 1
-        summary.other_bytes += size
-        return
-    summary.message_rows += 1
-    summary.message_tasks.add(task_id)
-    summary.message_bytes += size
-    # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
-    if type(value) is list:
-        summary.message_items += len(value)
-        summary.message_item_bytes += size - array_header_size(len(value))
-    else:
-        summary.message_items += 1
-        summary.message_item_bytes += size
-    types = _named_types(value)
-    if OVERWRITE_TYPE in types:
-        summary.overwrite = True
-    if REMOVE_MESSAGE_TYPE in types:
-        summary.removal = True
+class WriteFolder:
+    """Folds the write rows of one lineage into its records, straight onto each checkpoint's counts.
+
+    Rows must come in (checkpoint_id, task_id, idx) order, as both readers fetch them: a task's rows are
+    then adjacent, so distinct message-writing tasks are counted without a set per checkpoint.
+    """
+
+    __slots__ = ("_by_id", "_counted", "_decoder")
+
+    def __init__(self, records: list[CheckpointRecord], decoder: InertDecoder) -> None:
+        self._by_id = {record.checkpoint_id: record for record in records}
+        self._decoder = decoder
+        self._counted: tuple[str, str] | None = None  # the last (checkpoint, task) counted as writing messages
+
+    def add(self, checkpoint_id: str, task_id: str, channel: str, kind: str | None, data: bytes | None) -> None:
+        """Fold one write row; rows of checkpoints not in the lineage are dropped."""
+        record = self._by_id.get(checkpoint_id)
+        if record is None:
+            return
+        size = len(data) if data is not None else 0
+        problems: list[Problem] = []
+        decoder = self._decoder
+        value: Any = None
+        if kind == "msgpack" and data is not None:  # nearly every write: the call below, inlined
+            try:
+                value = decoder.decode(data)
+            except UndecodableError as exc:
+                problems.append(Problem("CK104", f"this write is not decodable msgpack ({exc})"))
+            else:
+                if decoder.untrusted:
+                    problems.extend(_untrusted_problems(decoder, "this write"))
+        else:
+            value = check_typed_bytes(kind, data, "this write", problems, decoder)
+        if problems:
+            # Name the write only when there is something to say: this runs once per write row.
+            where = f"write {channel!r} of task {task_id}"
+            record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
+        if channel != MESSAGES_CHANNEL:
+            record.other_write_rows += 1
+            record.other_write_bytes += size
+            return
+        record.message_write_rows += 1
+        if self._counted != (checkpoint_id, task_id):
+            self._counted = (checkpoint_id, task_id)
+            record.message_write_tasks += 1
+        record.message_write_bytes += size
+        # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
+        if type(value) is list:
+            record.message_write_items += len(value)
+            record.message_item_bytes += size - array_header_size(len(value))
+        else:
+            record.message_write_items += 1
+            record.message_item_bytes += size
+        types = _named_types(value)
+        if OVERWRITE_TYPE in types:
+            record.overwrite_written = True
+        if REMOVE_MESSAGE_TYPE in types:
+            record.removal_written = True
