@@ -11,7 +11,8 @@ Build a database first with the bulk builder, e.g. (1.4 GB, about 7 minutes on 2
         --cadence 10 --message-bytes 500 --jobs 2
 
 Every measurement runs in a fresh process, after one warm-up read, and reports wall seconds, the
-checkpoints it covered and the peak RSS of that process and its children.
+checkpoints it covered and the peak RSS of that process and its children. On a shared machine, pass
+`--repeat 3` (or more): the rounds interleave the workloads and the ratios compare medians.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -151,32 +153,45 @@ def main() -> None:
     parser.add_argument("target", help="SQLite file or Postgres DSN")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the parallel ckpt run")
     parser.add_argument("--skip-saver", action="store_true", help="leave out the slow saver comparison")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every workload, interleaved; medians are compared"
+    )
     args = parser.parse_args()
 
     run(f"bare-{args.backend}", args.target)  # warm the page cache / shared buffers
-    rows: list[tuple[str, dict[str, Any]]] = [
-        ("bare SELECT checkpoint, metadata", run(f"bare-{args.backend}", args.target)),
-        ("ckpt scan, 1 process", run("ckpt", args.target, 1)),
-        (f"ckpt scan, {args.jobs} processes", run("ckpt", args.target, args.jobs)),
+    workloads: list[tuple[str, str, int]] = [
+        ("bare SELECT checkpoint, metadata", f"bare-{args.backend}", 1),
+        ("ckpt scan, 1 process", "ckpt", 1),
+        (f"ckpt scan, {args.jobs} processes", "ckpt", args.jobs),
     ]
-    savers: list[tuple[str, dict[str, Any]]] = []
+    saver_labels: list[str] = []
     if not args.skip_saver:
         name = "SqliteSaver" if args.backend == "sqlite" else "PostgresSaver"
-        savers.append((f"{name}.list(thread) classify", run(f"saver-{args.backend}", args.target)))
+        workloads.append((f"{name}.list(thread) classify", f"saver-{args.backend}", 1))
         if args.backend == "sqlite":
-            savers.append((f"{name}.list(None) classify", run("saver-all-sqlite", args.target)))
-    rows += savers
-    bare = rows[0][1]["seconds"]
-    print(f"{'workload':38} {'seconds':>8} {'checkpoints':>12} {'per second':>11} {'peak RSS':>9} {'x bare':>7}")
-    for label, result in rows:
-        per_second = result["checkpoints"] / result["seconds"] if result["seconds"] else float("inf")
+            workloads.append((f"{name}.list(None) classify", "saver-all-sqlite", 1))
+        saver_labels = [label for label, _, _ in workloads[3:]]
+    # Rounds interleave the workloads, so a slow spell of a shared machine hits all of them alike.
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in workloads}
+    for _ in range(args.repeat):
+        for label, workload, jobs in workloads:
+            results[label].append(run(workload, args.target, jobs))
+    medians = {label: statistics.median(r["seconds"] for r in rounds) for label, rounds in results.items()}
+    bare = medians[workloads[0][0]]
+    print(f"{'workload':38} {'median s':>8} {'min s':>7} {'max s':>7} {'checkpoints':>12} {'per second':>11} "
+          f"{'peak RSS':>9} {'x bare':>7}")  # fmt: skip
+    for label, rounds in results.items():
+        seconds = [r["seconds"] for r in rounds]
+        checkpoints = rounds[0]["checkpoints"]
+        per_second = checkpoints / medians[label] if medians[label] else float("inf")
+        rss = max(r["peak_rss_mib"] for r in rounds)
         print(
-            f"{label:38} {result['seconds']:8.2f} {result['checkpoints']:12d} {per_second:11.0f} "
-            f"{result['peak_rss_mib']:7.1f}MB {result['seconds'] / bare:7.2f}"
+            f"{label:38} {medians[label]:8.2f} {min(seconds):7.2f} {max(seconds):7.2f} {checkpoints:12d} "
+            f"{per_second:11.0f} {rss:7.1f}MB {medians[label] / bare:7.2f}"
         )
-    for saver_label, saver in savers:
-        for label, result in rows[1:3]:
-            print(f"{label}: {saver['seconds'] / result['seconds']:.1f}x faster than {saver_label}")
+    for saver_label in saver_labels:
+        for label, _, _ in workloads[1:3]:
+            print(f"{label}: {medians[saver_label] / medians[label]:.1f}x faster than {saver_label} (medians)")
 
 
 if __name__ == "__main__":

@@ -189,6 +189,27 @@ def test_postgres_set_up_by_an_older_saver(built_postgres: BuiltDatabase, pg_dat
     assert older["findings"] == current["findings"]
 
 
+@pytest.mark.postgres
+def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDatabase, pg_database: str) -> None:
+    """A jsonb step nested deeper than a JSON decoder follows is no step, and the scan goes on."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(pg_database) as saver:
+        saver.setup()  # the test's own scratch database: the scan itself never sets anything up
+    with psycopg.connect(pg_database, autocommit=True) as target, psycopg.connect(built_postgres.db) as source:
+        row = source.execute("SELECT thread_id, checkpoint_id, checkpoint FROM checkpoints LIMIT 1").fetchone()
+        assert row is not None
+        deep = "[" * 5000 + "]" * 5000
+        target.execute(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) "
+            "VALUES (%s, '', %s, %s, %s::jsonb)",
+            (row[0], row[1], psycopg.types.json.Jsonb(row[2]), f'{{"step": {deep}, "source": "loop"}}'),
+        )
+    code, document = scan_json("--db", pg_database)
+    assert code == 0, document
+    assert document["summary"]["checkpoints"] == 1  # type: ignore[index]
+
+
 # -- formats and exit codes -------------------------------------------------------------------------
 
 

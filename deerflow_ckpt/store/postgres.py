@@ -41,12 +41,8 @@ SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        c.metadata->'counters_since_delta_snapshot'->'messages',
        c.checkpoint->'channel_values'->'messages',
        c.checkpoint->'channel_versions'->>'messages',
-       {sizes},
-       b.type, octet_length(b.blob), substring(b.blob from 1 for {head}), b.thread_id IS NOT NULL
+       {sizes}
 FROM {checkpoints} c
-LEFT JOIN {blobs} b
-  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages'
- AND b.version = c.checkpoint->'channel_versions'->>'messages'
 {where}
 ORDER BY c.thread_id{collate}, c.checkpoint_ns{collate}, c.checkpoint_id{collate}
 """
@@ -55,19 +51,24 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob
 FROM {writes} {where}
 ORDER BY thread_id{collate}, checkpoint_ns{collate}, checkpoint_id{collate}, task_id, idx
 """
-# Every blob except message snapshots (those stay on the server; their heads are read above). The test
-# reads a slice: get_byte on the blob itself would decompress every snapshot in full.
+# Every blob with its size and first bytes; the bytes themselves only where the blob is no message
+# snapshot (snapshots stay on the server). The head is a slice: get_byte on the blob would decompress
+# every snapshot in full. Checkpoints find their messages blob by version in Python: a join in SQL
+# compares each checkpoint's version with every messages blob of its thread.
 _BLOBS_SQL = """
-SELECT thread_id, checkpoint_ns, channel, version, type, blob
-FROM (SELECT *, substring(blob from 1 for 6) AS head FROM {blobs}) b
-WHERE NOT (channel = 'messages' AND blob IS NOT NULL
-           AND (get_byte(head, 0) BETWEEN 212 AND 216 AND get_byte(head, 1) = 7
-                OR get_byte(head, 0) = 199 AND octet_length(head) > 2 AND get_byte(head, 2) = 7
-                OR get_byte(head, 0) = 200 AND octet_length(head) > 3 AND get_byte(head, 3) = 7
-                OR get_byte(head, 0) = 201 AND octet_length(head) > 5 AND get_byte(head, 5) = 7))
-{and_where}
+SELECT thread_id, checkpoint_ns, channel, version, type, octet_length(blob), head, snapshot,
+       CASE WHEN snapshot THEN NULL ELSE blob END
+FROM (SELECT *, channel = 'messages' AND coalesce(
+               get_byte(head, 0) BETWEEN 212 AND 216 AND get_byte(head, 1) = 7
+               OR get_byte(head, 0) = 199 AND octet_length(head) > 2 AND get_byte(head, 2) = 7
+               OR get_byte(head, 0) = 200 AND octet_length(head) > 3 AND get_byte(head, 3) = 7
+               OR get_byte(head, 0) = 201 AND octet_length(head) > 5 AND get_byte(head, 5) = 7, false) AS snapshot
+      FROM (SELECT *, substring(blob from 1 for {head}) AS head FROM {blobs}) headed) b
+{where}
 ORDER BY thread_id{collate}, checkpoint_ns{collate}, channel{collate}, version{collate}
 """
+# The messages blob a checkpoint's version names: (type, length, first bytes, found).
+_NO_BLOB: tuple[Any, ...] = (None, None, None, False)
 
 
 def _json_value(data: str | bytes) -> Any:
@@ -151,9 +152,10 @@ def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> N
         record.messages = MessagesShape.OTHER
 
 
-def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
+def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
+    """The record of one checkpoint row and its inline messages value (the snapshot marker, if any)."""
     (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, checkpoint_is_object, source, step, mode,
-     counters, marker, version, checkpoint_len, metadata_len, *blob) = row  # fmt: skip
+     counters, marker, version, checkpoint_len, metadata_len) = row  # fmt: skip
     updates = supersteps = None
     if isinstance(counters, list) and len(counters) >= 2:
         updates, supersteps = _as_int(counters[0]), _as_int(counters[1])
@@ -169,9 +171,7 @@ def _record_from_row(row: tuple[Any, ...]) -> CheckpointRecord:
     if not checkpoint_is_object:
         record.messages = MessagesShape.UNDECODABLE
         record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint object"))
-        return record
-    _classify(record, marker, tuple(blob))
-    return record
+    return record, marker
 
 
 class PostgresCheckpointReader:
@@ -242,7 +242,6 @@ class PostgresCheckpointReader:
         plain, _ = selection.conditions(f"thread_id{suffix}", "%s")
         filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
         plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
-        and_filter = sql.SQL("AND " + " AND ".join(plain) if plain else "")
         parameters: tuple[Any, ...] = tuple(values)
         collate = sql.SQL("") if byte_ordered else sql.SQL(' COLLATE "C"')
         checkpoints = self._cursor(
@@ -250,10 +249,8 @@ class PostgresCheckpointReader:
             "ckpt_checkpoints",
             sql.SQL(_CHECKPOINTS_SQL).format(
                 collate=collate,
-                head=sql.Literal(HEAD_BYTES),
                 sizes=sql.SQL(_SIZES_SQL if self.sizes else _NO_SIZES_SQL),
                 checkpoints=tables["checkpoints"],
-                blobs=tables["checkpoint_blobs"],
                 where=filter_sql,
             ),
             parameters,
@@ -267,25 +264,30 @@ class PostgresCheckpointReader:
         blobs = self._cursor(
             connection,
             "ckpt_blobs",
-            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], and_where=and_filter, collate=collate),
+            sql.SQL(_BLOBS_SQL).format(
+                blobs=tables["checkpoint_blobs"], head=sql.Literal(HEAD_BYTES), where=plain_filter, collate=collate
+            ),
             parameters,
         )
         pending_write = next(writes, None)
         pending_blob = next(blobs, None)
         key: tuple[str, str] | None = None
         records: list[CheckpointRecord] = []
+        markers: list[Any] = []
         for row in checkpoints:
             row_key = (row[0], row[1] or "")
             if row_key != key:
                 if key is not None:
                     pending_write = _attach_writes(records, key, writes, pending_write, self.decoder)
-                    pending_blob = _attach_blobs(records, key, blobs, pending_blob, self.decoder)
+                    pending_blob = _attach_blobs(records, markers, key, blobs, pending_blob, self.decoder)
                     yield Lineage(key[0], key[1], records)
-                key, records = row_key, []
-            records.append(_record_from_row(row))
+                key, records, markers = row_key, [], []
+            record, marker = _record_from_row(row)
+            records.append(record)
+            markers.append(marker)
         if key is not None:
             _attach_writes(records, key, writes, pending_write, self.decoder)
-            _attach_blobs(records, key, blobs, pending_blob, self.decoder)
+            _attach_blobs(records, markers, key, blobs, pending_blob, self.decoder)
             yield Lineage(key[0], key[1], records)
 
 
@@ -311,28 +313,44 @@ def _attach_writes(
 
 
 def _attach_blobs(
-    records: list[CheckpointRecord], key: tuple[str, str], blobs: Iterator[Any], pending: Any, decoder: InertDecoder
+    records: list[CheckpointRecord],
+    markers: list[Any],
+    key: tuple[str, str],
+    blobs: Iterator[Any],
+    pending: Any,
+    decoder: InertDecoder,
 ) -> Any:
-    """Check non-snapshot blobs inertly; problems and sizes go to the checkpoint that created each version."""
+    """Classify each checkpoint by the blob at its messages version, and check non-snapshot blobs inertly.
+
+    A checked blob's problems and size go to the checkpoint that created its version.
+    """
     creators: dict[str, CheckpointRecord] = {}
     for record in records:
         if record.messages_version is not None:
             creators.setdefault(record.messages_version, record)
     first = records[0] if records else None
+    messages_blobs: dict[str, tuple[Any, ...]] = {}
     while pending is not None:
         blob_key = (pending[0], pending[1] or "")
         if blob_key > key:
             break
         if blob_key == key and first is not None:
-            _, _, channel, version, kind, data = pending
-            owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
-            owner.other_blob_bytes += len(data) if data is not None else 0
-            check_typed_bytes(
-                kind,
-                bytes(data) if data is not None else None,
-                f"blob of channel {channel!r} at version {version}",
-                owner.problems,
-                decoder,
-            )
+            _, _, channel, version, kind, length, head, snapshot, data = pending
+            if channel == MESSAGES_CHANNEL:
+                messages_blobs[version] = (kind, length, head, True)
+            if not snapshot:
+                owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
+                owner.other_blob_bytes += len(data) if data is not None else 0
+                check_typed_bytes(
+                    kind,
+                    bytes(data) if data is not None else None,
+                    f"blob of channel {channel!r} at version {version}",
+                    owner.problems,
+                    decoder,
+                )
         pending = next(blobs, None)
+    for record, marker in zip(records, markers, strict=True):
+        if record.messages is not MessagesShape.UNDECODABLE:
+            version = record.messages_version
+            _classify(record, marker, _NO_BLOB if version is None else messages_blobs.get(version, _NO_BLOB))
     return pending
