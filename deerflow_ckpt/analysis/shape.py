@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity, rule
-from deerflow_ckpt.store.records import CheckpointRecord, Lineage, MessagesShape
+from deerflow_ckpt.store.records import (
+    SHAPE_DANGLING_MARKER,
+    SHAPE_LIST,
+    SHAPE_MARKER_WITHOUT_SNAPSHOT,
+    CheckpointRecord,
+    Lineage,
+)
 
 CONVERSATION_NS = ""
 
@@ -53,14 +59,11 @@ class LineageResult:
     @property
     def kind(self) -> str:
         graph = self.graph
-        delta = [record for record in graph.records if record.delta]
-        if not delta:
+        records = graph.records  # in checkpoint_id order: everything before the first delta one is full
+        first_delta = next((index for index, record in enumerate(records) if record.delta), None)
+        if first_delta is None:
             return ThreadKind.FULL
-        first_delta = min(record.checkpoint_id for record in delta)
-        seeded_before = any(
-            graph.stores_list_here(record) and not record.delta and record.checkpoint_id < first_delta
-            for record in graph.records
-        )
+        seeded_before = any(graph.stores_list_here(record) for record in records[:first_delta])
         return ThreadKind.MIGRATED if seeded_before else ThreadKind.DELTA
 
 
@@ -149,16 +152,11 @@ class _LineageChecker:
         """CK101 plain lists in delta checkpoints, CK102 markers without snapshots, CK103 empty snapshots."""
         graph = self.graph
         for record in graph.records:
-            if record.messages is MessagesShape.DANGLING_MARKER:
+            if record.messages is SHAPE_DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
-            elif record.messages is MessagesShape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
+            elif record.messages is SHAPE_MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
                 self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
-            if (
-                record.messages is MessagesShape.LIST
-                and record.delta
-                and record.metadata_ok
-                and graph.stores_list_here(record)
-            ):
+            if record.messages is SHAPE_LIST and record.delta and record.metadata_ok and graph.stores_list_here(record):
                 self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
             if record.snapshot_step and record.seed_empty and self._had_messages_unremoved(record):
                 self.add(
