@@ -10,31 +10,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from deerflow_ckpt.store.records import (
-    SHAPE_DANGLING_MARKER,
-    SHAPE_LIST,
-    SHAPE_MARKER_WITHOUT_SNAPSHOT,
-    SHAPE_OTHER,
-    SHAPE_SNAPSHOT,
-    SHAPE_SNAPSHOT_AT_VERSION,
     Backend,
     CheckpointRecord,
     Lineage,
+    Shape,
 )
 
 # Shapes that mean "a value is stored at this version": the read walk stops here.
 _SEED_SHAPES = frozenset(
     {
-        SHAPE_SNAPSHOT,
-        SHAPE_LIST,
-        SHAPE_OTHER,
-        SHAPE_SNAPSHOT_AT_VERSION,
-        SHAPE_DANGLING_MARKER,
-        SHAPE_MARKER_WITHOUT_SNAPSHOT,
+        Shape.SNAPSHOT,
+        Shape.LIST,
+        Shape.OTHER,
+        Shape.SNAPSHOT_AT_VERSION,
+        Shape.DANGLING_MARKER,
+        Shape.MARKER_WITHOUT_SNAPSHOT,
     }
 )
-_SNAPSHOT_SHAPES = frozenset({SHAPE_SNAPSHOT, SHAPE_SNAPSHOT_AT_VERSION})
+_SNAPSHOT_SHAPES = frozenset({Shape.SNAPSHOT, Shape.SNAPSHOT_AT_VERSION})
 # Shapes only a delta writer produces (Postgres's inline marker, or a _DeltaSnapshot).
-_DELTA_SHAPES = frozenset({SHAPE_SNAPSHOT, SHAPE_DANGLING_MARKER, SHAPE_MARKER_WITHOUT_SNAPSHOT})
+_DELTA_SHAPES = frozenset({Shape.SNAPSHOT, Shape.DANGLING_MARKER, Shape.MARKER_WITHOUT_SNAPSHOT})
 
 
 @dataclass
@@ -58,7 +53,7 @@ class LineageGraph:
         for record in self.lineage.records:
             parent = record.parent_record
             record.wrote = parent is not None and parent.message_write_rows > 0
-            record.snapshot_step = record.messages is SHAPE_SNAPSHOT and not (
+            record.snapshot_step = record.messages is Shape.SNAPSHOT and not (
                 parent is not None
                 and parent.messages in _SNAPSHOT_SHAPES
                 and record.messages_version is not None
@@ -124,10 +119,10 @@ class LineageGraph:
         version stores anything. On SQLite each row holds its own bytes: only a copy of the parent's
         list at the same version (an input checkpoint, a raw writer's copy) is not new.
         """
-        if record.messages is not SHAPE_LIST:
+        if record.messages is not Shape.LIST:
             return False
         if self.backend is Backend.POSTGRES:
             return not self.same_version_as_parent(record)
         parent = self.parent(record)
-        copied = parent is not None and parent.messages is SHAPE_LIST
+        copied = parent is not None and parent.messages is Shape.LIST
         return not (copied and self.same_version_as_parent(record))

@@ -10,11 +10,9 @@ from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfi
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.store.records import (
-    SHAPE_DANGLING_MARKER,
-    SHAPE_LIST,
-    SHAPE_MARKER_WITHOUT_SNAPSHOT,
     CheckpointRecord,
     Lineage,
+    Shape,
 )
 
 CONVERSATION_NS = ""
@@ -152,11 +150,11 @@ class _LineageChecker:
         """CK101 plain lists in delta checkpoints, CK102 markers without snapshots, CK103 empty snapshots."""
         graph = self.graph
         for record in graph.records:
-            if record.messages is SHAPE_DANGLING_MARKER:
+            if record.messages is Shape.DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
-            elif record.messages is SHAPE_MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
+            elif record.messages is Shape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
                 self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
-            if record.messages is SHAPE_LIST and record.delta and record.metadata_ok and graph.stores_list_here(record):
+            if record.messages is Shape.LIST and record.delta and record.metadata_ok and graph.stores_list_here(record):
                 self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
             if record.snapshot_step and record.seed_empty and self._had_messages_unremoved(record):
                 self.add(

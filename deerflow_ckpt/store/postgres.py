@@ -16,17 +16,10 @@ from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
 from deerflow_ckpt.store.records import (
-    SHAPE_ABSENT,
-    SHAPE_DANGLING_MARKER,
-    SHAPE_LIST,
-    SHAPE_MARKER_WITHOUT_SNAPSHOT,
-    SHAPE_OTHER,
-    SHAPE_SNAPSHOT,
-    SHAPE_SNAPSHOT_AT_VERSION,
-    SHAPE_UNDECODABLE,
     CheckpointRecord,
     Lineage,
     Problem,
+    Shape,
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import PostgresTarget
@@ -142,26 +135,26 @@ def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> N
     head = bytes(head) if head is not None else b""
     has_marker = marker is True
     if has_marker:
-        record.messages = SHAPE_DANGLING_MARKER
+        record.messages = Shape.DANGLING_MARKER
         if blob_exists and head_is_snapshot(head):
-            record.messages = SHAPE_SNAPSHOT
+            record.messages = Shape.SNAPSHOT
             record.seed_empty = head_is_empty_snapshot(head)
             record.snapshot_bytes = blob_length or 0
         elif blob_exists and blob_length:
-            record.messages = SHAPE_MARKER_WITHOUT_SNAPSHOT
+            record.messages = Shape.MARKER_WITHOUT_SNAPSHOT
         return
     if marker is not None:
-        record.messages = SHAPE_OTHER
+        record.messages = Shape.OTHER
         return
     if not blob_exists or not blob_length or blob_type == "empty":
-        record.messages = SHAPE_ABSENT
+        record.messages = Shape.ABSENT
     elif blob_type == "msgpack" and head_is_snapshot(head):
-        record.messages = SHAPE_SNAPSHOT_AT_VERSION
+        record.messages = Shape.SNAPSHOT_AT_VERSION
     elif blob_type == "msgpack" and head_is_list(head):
-        record.messages = SHAPE_LIST
+        record.messages = Shape.LIST
         record.seed_empty = head[:1] == b"\x90"
     else:
-        record.messages = SHAPE_OTHER
+        record.messages = Shape.OTHER
 
 
 def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
@@ -173,7 +166,7 @@ def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
         updates, supersteps = _as_int(counters[0]), _as_int(counters[1])
     record = CheckpointRecord(
         thread_id, ns or "", checkpoint_id, parent_id, _as_int(step), source, mode, updates, supersteps,
-        SHAPE_ABSENT, version,
+        Shape.ABSENT, version,
     )  # fmt: skip
     record.checkpoint_bytes = checkpoint_len or 0
     record.metadata_bytes = metadata_len or 0
@@ -181,7 +174,7 @@ def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
         record.metadata_ok = False
         record.problems.append(Problem("CK104", "metadata is not a JSON object"))
     if not checkpoint_is_object:
-        record.messages = SHAPE_UNDECODABLE
+        record.messages = Shape.UNDECODABLE
         record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint object"))
     return record, marker
 
@@ -362,7 +355,7 @@ def _attach_blobs(
                 )
         pending = next(blobs, None)
     for record, marker in zip(records, markers, strict=True):
-        if record.messages is not SHAPE_UNDECODABLE:
+        if record.messages is not Shape.UNDECODABLE:
             version = record.messages_version
             _classify(record, marker, _NO_BLOB if version is None else messages_blobs.get(version, _NO_BLOB))
     return pending

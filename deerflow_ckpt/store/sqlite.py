@@ -30,14 +30,10 @@ from deerflow_ckpt.store.peek import (
     UndecodableError,
 )
 from deerflow_ckpt.store.records import (
-    SHAPE_ABSENT,
-    SHAPE_LIST,
-    SHAPE_OTHER,
-    SHAPE_SNAPSHOT,
-    SHAPE_UNDECODABLE,
     CheckpointRecord,
     Lineage,
     Problem,
+    Shape,
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
@@ -123,11 +119,11 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
         if raw is not messages and len(raw) > 1 and not _decode_clean(raw, decoder)[0]:
             return False
     if messages is None:
-        record.messages = SHAPE_ABSENT
+        record.messages = Shape.ABSENT
     else:
         size = snapshot_payload_size(messages)
         if size is not None:
-            record.messages = SHAPE_SNAPSHOT
+            record.messages = Shape.SNAPSHOT
             record.seed_empty = snapshot_is_empty(messages, size)
             record.snapshot_bytes = size
         else:
@@ -143,7 +139,7 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
 def _classify_decoded(record: CheckpointRecord, value: Any) -> None:
     channel_values = value.get("channel_values", {}) if type(value) is dict else None
     if type(channel_values) is not dict:
-        record.messages = SHAPE_UNDECODABLE
+        record.messages = Shape.UNDECODABLE
         if value is not None:
             record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint mapping"))
         return
@@ -156,16 +152,16 @@ def _classify_decoded(record: CheckpointRecord, value: Any) -> None:
 
 def _classify_messages(record: CheckpointRecord, messages: Any) -> None:
     if messages is _ABSENT:
-        record.messages = SHAPE_ABSENT
+        record.messages = Shape.ABSENT
     elif type(messages) is ExtValue and messages.code == EXT_DELTA_SNAPSHOT:
-        record.messages = SHAPE_SNAPSHOT
+        record.messages = Shape.SNAPSHOT
         record.seed_empty = messages.empty
         record.snapshot_bytes = messages.size
     elif type(messages) is list:
-        record.messages = SHAPE_LIST
+        record.messages = Shape.LIST
         record.seed_empty = not messages
     else:
-        record.messages = SHAPE_OTHER
+        record.messages = Shape.OTHER
 
 
 _ABSENT = object()
@@ -220,7 +216,7 @@ def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = Tr
         mode if type(mode) is str else None,
         updates,
         supersteps,
-        SHAPE_ABSENT,
+        Shape.ABSENT,
         None,
     )
     record.checkpoint_bytes = len(data) if data is not None else 0
