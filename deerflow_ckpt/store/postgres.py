@@ -35,6 +35,16 @@ STATEMENT_TIMEOUT_MS = 600_000
 HEAD_BYTES = 8
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
+# Integers arrive as the text of a JSON number (NULL for any other JSON type), which the client parses
+# with int(): cheaper than decoding jsonb per row, and the same answer.
+_STEP_SQL = "CASE WHEN jsonb_typeof(c.metadata->'step') = 'number' THEN c.metadata->>'step' END"
+_COUNTER_SQL = (
+    "CASE WHEN jsonb_typeof(c.metadata->'counters_since_delta_snapshot'->'messages') = 'array' "
+    "AND jsonb_typeof(c.metadata->'counters_since_delta_snapshot'->'messages'->{index}) = 'number' "
+    "AND jsonb_array_length(c.metadata->'counters_since_delta_snapshot'->'messages') >= 2 "
+    "THEN c.metadata->'counters_since_delta_snapshot'->'messages'->>{index} END"
+)
+
 # Byte order (collation "C") is the order Python compares strings in, so the streams merge; where the
 # database's own collation is already byte order the clause is left out and the primary keys serve.
 _CHECKPOINTS_SQL = """
@@ -42,8 +52,8 @@ SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        jsonb_typeof(c.metadata) = 'object',
        jsonb_typeof(c.checkpoint) = 'object'
          AND coalesce(jsonb_typeof(c.checkpoint->'channel_values'), 'object') = 'object',
-       c.metadata->>'source', c.metadata->'step', c.metadata->>'deerflow_checkpoint_channel_mode',
-       c.metadata->'counters_since_delta_snapshot'->'messages',
+       c.metadata->>'source', c.metadata->>'deerflow_checkpoint_channel_mode',
+       {step}, {updates}, {supersteps},
        c.checkpoint->'channel_values'->'messages',
        c.checkpoint->'channel_versions'->>'messages',
        {sizes}
@@ -84,8 +94,14 @@ def _json_value(data: str | bytes) -> Any:
         return None
 
 
-def _as_int(value: Any) -> int | None:
-    return value if type(value) is int else None  # bool is an int subclass, and not a counter
+def _as_int(text: str | None) -> int | None:
+    """The integer a JSON number's text spells; None for a fraction ("1.5") or no number at all."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _connect(target: PostgresTarget) -> Any:
@@ -159,14 +175,11 @@ def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> N
 
 def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
     """The record of one checkpoint row and its inline messages value (the snapshot marker, if any)."""
-    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, checkpoint_is_object, source, step, mode,
-     counters, marker, version, checkpoint_len, metadata_len) = row  # fmt: skip
-    updates = supersteps = None
-    if isinstance(counters, list) and len(counters) >= 2:
-        updates, supersteps = _as_int(counters[0]), _as_int(counters[1])
+    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, checkpoint_is_object, source, mode, step,
+     updates, supersteps, marker, version, checkpoint_len, metadata_len) = row  # fmt: skip
     record = CheckpointRecord(
-        thread_id, ns or "", checkpoint_id, parent_id, _as_int(step), source, mode, updates, supersteps,
-        Shape.ABSENT, version,
+        thread_id, ns or "", checkpoint_id, parent_id, _as_int(step), source, mode, _as_int(updates),
+        _as_int(supersteps), Shape.ABSENT, version,
     )  # fmt: skip
     record.checkpoint_bytes = checkpoint_len or 0
     record.metadata_bytes = metadata_len or 0
@@ -255,6 +268,9 @@ class PostgresCheckpointReader:
             sql.SQL(_CHECKPOINTS_SQL).format(
                 collate=collate,
                 sizes=sql.SQL(_SIZES_SQL if self.sizes else _NO_SIZES_SQL),
+                step=sql.SQL(_STEP_SQL),
+                updates=sql.SQL(_COUNTER_SQL.format(index=0)),
+                supersteps=sql.SQL(_COUNTER_SQL.format(index=1)),
                 checkpoints=tables["checkpoints"],
                 where=filter_sql,
             ),
