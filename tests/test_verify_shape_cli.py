@@ -191,7 +191,8 @@ def test_postgres_set_up_by_an_older_saver(built_postgres: BuiltDatabase, pg_dat
 
 @pytest.mark.postgres
 def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDatabase, pg_database: str) -> None:
-    """A jsonb step nested deeper than a JSON decoder follows is no step, and the scan goes on."""
+    """jsonb nested deeper than a JSON decoder follows (a step, an inline messages value) reads as no step
+    and no marker, and the scan goes on."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(pg_database) as saver:
@@ -202,8 +203,8 @@ def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDa
         deep = "[" * 5000 + "]" * 5000
         target.execute(
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) "
-            "VALUES (%s, '', %s, %s, %s::jsonb)",
-            (row[0], row[1], psycopg.types.json.Jsonb(row[2]), f'{{"step": {deep}, "source": "loop"}}'),
+            "VALUES (%s, '', %s, jsonb_set(%s, '{channel_values,messages}', %s::jsonb), %s::jsonb)",
+            (row[0], row[1], psycopg.types.json.Jsonb(row[2]), deep, f'{{"step": {deep}, "source": "loop"}}'),
         )
     code, document = scan_json("--db", pg_database)
     assert code == 0, document

@@ -90,7 +90,7 @@ def _json_value(data: str | bytes) -> Any:
     """A jsonb value from the server (strict JSON: msgspec reads it several times faster than json)."""
     try:
         return msgspec.json.decode(data)
-    except RecursionError:  # nested deeper than a decoder can follow: no step, counter or marker
+    except RecursionError:  # nested deeper than a decoder can follow: not a snapshot marker either
         return None
 
 

@@ -28,13 +28,6 @@ def _named_types(value: Any) -> list[tuple[str | None, str | None]]:
     return []
 
 
-def _untrusted_problems(decoder: InertDecoder, where: str) -> list[Problem]:
-    return [
-        Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
-        for named in decoder.untrusted_types()
-    ]
-
-
 def check_typed_bytes(
     kind: str | None, data: bytes | None, where: str, problems: list[Problem], decoder: InertDecoder | None = None
 ) -> Any:
@@ -47,7 +40,10 @@ def check_typed_bytes(
             problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
             return None
         if decoder.untrusted:
-            problems.extend(_untrusted_problems(decoder, where))
+            for named in decoder.untrusted_types():
+                problems.append(
+                    Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+                )
         return value
     if kind == "pickle":
         problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
@@ -88,18 +84,7 @@ class WriteFolder:
             return
         size = len(data) if data is not None else 0
         problems: list[Problem] = []
-        decoder = self._decoder
-        value: Any = None
-        if kind == "msgpack" and data is not None:  # nearly every write: the call below, inlined
-            try:
-                value = decoder.decode(data)
-            except UndecodableError as exc:
-                problems.append(Problem("CK104", f"this write is not decodable msgpack ({exc})"))
-            else:
-                if decoder.untrusted:
-                    problems.extend(_untrusted_problems(decoder, "this write"))
-        else:
-            value = check_typed_bytes(kind, data, "this write", problems, decoder)
+        value = check_typed_bytes(kind, data, "this write", problems, self._decoder)
         if problems:
             # Name the write only when there is something to say: this runs once per write row.
             where = f"write {channel!r} of task {task_id}"
