@@ -50,8 +50,7 @@ class LineageGraph:
             record.seed = record.messages in _SEED_SHAPES
             if parent is not None:
                 self.children.setdefault(parent.checkpoint_id, []).append(record)
-        for record in self.lineage.records:
-            parent = record.parent_record
+            # Only what the reader stored about the parent, so its place in the list does not matter.
             record.wrote = parent is not None and parent.message_write_rows > 0
             record.snapshot_step = record.messages is Shape.SNAPSHOT and not (
                 parent is not None
