@@ -126,18 +126,18 @@ def classify_trigger(graph: LineageGraph, record: CheckpointRecord, superstep_bo
     return Trigger.UNEXPLAINED
 
 
-def _observed_superstep_bound(graph: LineageGraph) -> int | None:
-    """The bound the writers must have had at least: no non-snapshot checkpoint reached it."""
-    top = max((r.supersteps for r in graph.records if r.supersteps is not None), default=None)
-    return None if top is None else top + 1
-
-
 def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTEP_BOUND) -> CadenceProfile:
     depth = replay_depths(graph)
     snapshots: list[SnapshotEvent] = []
     lower: int | None = None
     lower_at: CheckpointRecord | None = None
+    writing_steps = 0
+    top_supersteps: int | None = None  # no non-snapshot checkpoint reached the writers' bound
     for record in graph.records:
+        writing_steps += record.wrote
+        supersteps = record.supersteps
+        if supersteps is not None and (top_supersteps is None or supersteps > top_supersteps):
+            top_supersteps = supersteps
         if record.snapshot_step:
             parent = record.parent_record
             wrote = 1 if record.wrote else 0
@@ -147,7 +147,8 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
             snapshots.append(SnapshotEvent(record, trigger, counter_interval, chain_interval))
         elif record.updates is not None and (lower is None or record.updates + 1 > lower):
             lower, lower_at = record.updates + 1, record
-    snapshots = _explain_by_observed_bound(graph, snapshots, lower)
+    observed_bound = None if top_supersteps is None else top_supersteps + 1
+    snapshots = _explain_by_observed_bound(graph, snapshots, lower, observed_bound)
     upper: int | None = None
     upper_at: CheckpointRecord | None = None
     for event in snapshots:
@@ -157,22 +158,22 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
     return CadenceProfile(
         snapshots=snapshots,
         bounds=CadenceBounds(lower, lower_at, upper, upper_at),
-        message_writing_steps=sum(1 for record in graph.records if record.wrote),
+        message_writing_steps=writing_steps,
         replay_depth=depth,
         open_tail=head.updates or 0,
     )
 
 
 def _explain_by_observed_bound(
-    graph: LineageGraph, snapshots: list[SnapshotEvent], lower: int | None
+    graph: LineageGraph, snapshots: list[SnapshotEvent], lower: int | None, bound: int | None
 ) -> list[SnapshotEvent]:
     """Snapshots taken whenever supersteps hit one level, some of them too early for any cadence.
 
     A writer started with a small LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT snapshots at that bound
     whatever its updates counter says: several snapshots at the highest supersteps level, at least one
     closing fewer writes than the counters allow a cadence to. One snapshot alone proves nothing.
+    `bound` is the least bound the writers can have had: one above the largest supersteps counter seen.
     """
-    bound = _observed_superstep_bound(graph)
     if bound is None or lower is None:
         return snapshots
 
