@@ -1,10 +1,11 @@
-"""Decode only the checkpoint and metadata fields a scan reads, and prove the rest holds no ext value.
+"""Decode only the checkpoint and metadata fields a scan reads.
 
 msgspec skips what a Struct does not declare and keeps `Raw` values as undecoded bytes, so one row costs
 a fraction of a full decode. The types are strict on purpose: a field that could hide an ext value (a
 type LangGraph would construct) fails validation, and so does anything malformed or unexpected. Every
 such row returns None and the caller reads it through the full inert decoder, which judges and reports
-it exactly as it always has: this path only makes ordinary rows cheaper.
+it exactly as it always has. Channel values stay `Raw`; the caller decodes them inertly. This path only
+makes ordinary rows cheaper.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class InertDecoder:
         self._trusted: set[tuple[int, str | None, str | None, str | None]] = set()
         self._depth = 0
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | memoryview) -> Any:
         """Decode one value; `untrusted` then lists the foreign types it names (reset on each call)."""
         self.untrusted = []
         self._depth = 0

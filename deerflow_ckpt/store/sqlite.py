@@ -105,7 +105,7 @@ def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
 def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
     """(True, value) when `raw` decodes inertly and names only trusted types; (False, None) otherwise."""
     try:
-        value = decoder.decode(memoryview(raw))  # type: ignore[arg-type]
+        value = decoder.decode(memoryview(raw))
     except UndecodableError:
         return False, None
     return not decoder.untrusted, value
