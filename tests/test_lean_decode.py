@@ -1,8 +1,8 @@
-"""The lean SQLite decode is only a faster way to the same records as the full inert decode.
+"""The compiled judge and the lean SQLite decode are only faster ways to the full inert decode's records.
 
-Every row of the fixture database, and rows crafted to hit each way out of the lean path, must give
-records equal field by field (problems included) to `lean=False`. Ordinary rows must really take the
-lean path, or the scan would only be correct and slow.
+Every row of the fixture database, and rows crafted to hit each way out of the fast paths, must give
+records equal field by field (problems included) on all three paths. Ordinary rows must really take the
+fast paths, or the scan would only be correct and slow.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import ormsgpack
 import pytest
 
-from deerflow_ckpt.store import lean, peek
+from deerflow_ckpt.store import lean, native, peek
 from deerflow_ckpt.store.peek import InertDecoder
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape
 from deerflow_ckpt.store.sqlite import _CHECKPOINTS_SQL, record_from_row
@@ -29,7 +29,11 @@ METADATA = {"source": "loop", "step": 3, "counters_since_delta_snapshot": {"mess
 
 
 def _both(row: tuple[Any, ...]) -> tuple[CheckpointRecord, CheckpointRecord]:
-    return record_from_row(row, InertDecoder(deep=False)), record_from_row(row, InertDecoder(deep=False), lean=False)
+    """(the default path's record, the full decode's), after checking the msgspec-only path agrees."""
+    fast = record_from_row(row, InertDecoder(deep=False))
+    full = record_from_row(row, InertDecoder(deep=False), lean=False)
+    assert record_from_row(row, InertDecoder(deep=False), native=False) == full
+    return fast, full
 
 
 def _row(checkpoint: bytes, metadata: bytes | None = None, kind: str = "msgpack") -> tuple[Any, ...]:
@@ -52,16 +56,18 @@ def _snapshot(payload: bytes) -> ormsgpack.Ext:
 def test_every_fixture_row_decodes_the_same_both_ways(built_sqlite: BuiltDatabase) -> None:
     connection = sqlite3.connect(built_sqlite.path.resolve().as_uri() + "?mode=ro", uri=True)
     rows = connection.execute(_CHECKPOINTS_SQL.format(where="")).fetchall()
-    lean_rows = 0
+    lean_rows = native_rows = 0
     shapes: set[MessagesShape] = set()
     for row in rows:
         fast, full = _both(row)
         assert fast == full, row[:3]
         shapes.add(full.messages)
         lean_rows += lean.read_checkpoint(row[5]) is not None and lean.read_metadata(row[6]) is not None
+        native_rows += row[4] == "msgpack" and native.checkpoint_summary(row[5]) is not None
     assert shapes >= {MessagesShape.ABSENT, MessagesShape.SNAPSHOT, MessagesShape.LIST}
     # Only the injected faults (garbage, pickle, foreign types) may need the full decode.
     assert lean_rows >= 0.95 * len(rows)
+    assert native_rows >= 0.95 * len(rows)
 
 
 @pytest.mark.parametrize(

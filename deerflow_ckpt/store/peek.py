@@ -64,7 +64,7 @@ _SAFE_STDLIB_TYPES = frozenset(
     }
 )
 _SAFE_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
-_TRUSTED_PACKAGES = ("langchain_core", "langchain", "langgraph")
+TRUSTED_PACKAGES = ("langchain_core", "langchain", "langgraph")
 OVERWRITE_TYPE = ("langgraph.types", "Overwrite")
 REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
 
@@ -116,7 +116,7 @@ class NamedType:
         if (self.module, self.name) in _SAFE_STDLIB_TYPES:
             return True
         package = self.module.split(".", 1)[0]
-        return package in _TRUSTED_PACKAGES
+        return package in TRUSTED_PACKAGES
 
 
 class InertDecoder:

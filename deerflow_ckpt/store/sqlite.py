@@ -23,6 +23,13 @@ from deerflow_ckpt.store.lean import (
     snapshot_is_empty,
     snapshot_payload_size,
 )
+from deerflow_ckpt.store.native import (
+    MESSAGES_LIST,
+    MESSAGES_OTHER,
+    MESSAGES_SNAPSHOT,
+    CheckpointSummary,
+    checkpoint_summary,
+)
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
     ExtValue,
@@ -136,6 +143,20 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
     return True
 
 
+def _classify_summary(record: CheckpointRecord, summary: CheckpointSummary) -> None:
+    """Classify from the compiled judge's summary of a clean checkpoint."""
+    kind, count, empty, record.messages_version = summary
+    if kind == MESSAGES_LIST:
+        record.messages = Shape.LIST
+        record.seed_empty = count == 0
+    elif kind == MESSAGES_SNAPSHOT:
+        record.messages = Shape.SNAPSHOT
+        record.seed_empty = empty
+        record.snapshot_bytes = count
+    elif kind == MESSAGES_OTHER:
+        record.messages = Shape.OTHER
+
+
 def _classify_decoded(record: CheckpointRecord, value: Any) -> None:
     channel_values = value.get("channel_values", {}) if type(value) is dict else None
     if type(channel_values) is not dict:
@@ -189,8 +210,11 @@ def _metadata_values(raw: bytes | None, problems: list[Problem]) -> tuple[Any, A
     return get("step"), get("source"), get("deerflow_checkpoint_channel_mode"), get("counters_since_delta_snapshot")
 
 
-def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = True) -> CheckpointRecord:
-    """One checkpoint row as a record; `lean=False` forces the full inert decode (tests compare both)."""
+def record_from_row(
+    row: tuple[Any, ...], decoder: InertDecoder, lean: bool = True, native: bool = True
+) -> CheckpointRecord:
+    """One checkpoint row as a record; tests compare the paths: `native=False` skips the compiled judge,
+    `lean=False` forces the full inert decode."""
     thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
     problems: list[Problem] = []
     fields = read_metadata(raw_metadata) if lean and raw_metadata is not None else None
@@ -225,6 +249,10 @@ def record_from_row(row: tuple[Any, ...], decoder: InertDecoder, lean: bool = Tr
         record.problems = problems
         record.metadata_ok = False
     if lean and kind == "msgpack" and data is not None and not decoder.deep:
+        summary = checkpoint_summary(data) if native and checkpoint_summary is not None else None
+        if summary is not None:
+            _classify_summary(record, summary)
+            return record
         checkpoint = read_checkpoint(data)
         if checkpoint is not None and _classify_lean(record, checkpoint, decoder):
             return record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deerflow_ckpt.store.native import OVERWRITE_FLAG, REMOVAL_FLAG, value_summary
 from deerflow_ckpt.store.peek import (
     OVERWRITE_TYPE,
     REMOVE_MESSAGE_TYPE,
@@ -70,11 +71,13 @@ class WriteFolder:
     then adjacent, so distinct message-writing tasks are counted without a set per checkpoint.
     """
 
-    __slots__ = ("_by_id", "_counted", "_decoder")
+    __slots__ = ("_by_id", "_counted", "_decoder", "_judge")
 
-    def __init__(self, records: list[CheckpointRecord], decoder: InertDecoder) -> None:
+    def __init__(self, records: list[CheckpointRecord], decoder: InertDecoder, native: bool = True) -> None:
         self._by_id = {record.checkpoint_id: record for record in records}
         self._decoder = decoder
+        # The compiled judge skips snapshot payloads, so deep decoding (and `native=False`, for tests) goes without.
+        self._judge = value_summary if native and not decoder.deep else None
         self._counted: tuple[str, str] | None = None  # the last (checkpoint, task) counted as writing messages
 
     def add(self, checkpoint_id: str, task_id: str, channel: str, kind: str | None, data: bytes | None) -> None:
@@ -83,12 +86,13 @@ class WriteFolder:
         if record is None:
             return
         size = len(data) if data is not None else 0
-        problems: list[Problem] = []
-        value = check_typed_bytes(kind, data, "this write", problems, self._decoder)
-        if problems:
-            # Name the write only when there is something to say: this runs once per write row.
-            where = f"write {channel!r} of task {task_id}"
-            record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
+        # The compiled judge vouches for clean msgpack; anything it cannot vouch for is decoded in Python.
+        summary = self._judge(data) if kind == "msgpack" and data is not None and self._judge is not None else None
+        if summary is not None:
+            is_list, items, flags = summary
+            items = items if is_list else 1
+        else:
+            is_list, items, flags = self._decode(record, task_id, channel, kind, data)
         if channel != MESSAGES_CHANNEL:
             record.other_write_rows += 1
             record.other_write_bytes += size
@@ -99,14 +103,26 @@ class WriteFolder:
             record.message_write_tasks += 1
         record.message_write_bytes += size
         # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
-        if type(value) is list:
-            record.message_write_items += len(value)
-            record.message_item_bytes += size - array_header_size(len(value))
-        else:
-            record.message_write_items += 1
-            record.message_item_bytes += size
-        types = _named_types(value)
-        if OVERWRITE_TYPE in types:
+        record.message_write_items += items
+        record.message_item_bytes += size - array_header_size(items) if is_list else size
+        if flags & OVERWRITE_FLAG:
             record.overwrite_written = True
-        if REMOVE_MESSAGE_TYPE in types:
+        if flags & REMOVAL_FLAG:
             record.removal_written = True
+
+    def _decode(
+        self, record: CheckpointRecord, task_id: str, channel: str, kind: str | None, data: bytes | None
+    ) -> tuple[int, int, int]:
+        """The Python judge: problems onto the record, and the value summarized as value_summary does."""
+        problems: list[Problem] = []
+        value = check_typed_bytes(kind, data, "this write", problems, self._decoder)
+        if problems:
+            # Name the write only when there is something to say: this runs once per write row.
+            where = f"write {channel!r} of task {task_id}"
+            record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
+        types = _named_types(value)
+        flags = OVERWRITE_FLAG if OVERWRITE_TYPE in types else 0
+        flags |= REMOVAL_FLAG if REMOVE_MESSAGE_TYPE in types else 0
+        if type(value) is list:
+            return 1, len(value), flags
+        return 0, 1, flags
