@@ -130,6 +130,8 @@ def test_crafted_rows_are_judged_not_just_equal() -> None:
         b'{"step": 1.0, "source": 5, "deerflow_checkpoint_channel_mode": ["delta"]}',
         b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "step": 1}',
         b"",
+        b'{"so\xf5rce": "loop", "step": 2}',  # invalid UTF-8 in a key msgspec skips
+        b'{"x": "\xed\xa0\x80", "step": 2}',  # an encoded surrogate in a value msgspec skips
     ],
 )
 def test_odd_metadata_decodes_the_same_both_ways(metadata: bytes) -> None:

@@ -8,6 +8,7 @@ and damages their bytes; crafted cases pin the edges of msgpack and UTF-8 one by
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from deerflow_ckpt.store import native, peek
 from deerflow_ckpt.store.peek import InertDecoder, UndecodableError
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape, Shape
-from deerflow_ckpt.store.sqlite import record_from_row
+from deerflow_ckpt.store.sqlite import _metadata_in_python, record_from_row
 from deerflow_ckpt.store.writes import WriteFolder
 
 OPTIONS = ormsgpack.OPT_NON_STR_KEYS
@@ -335,3 +336,108 @@ def test_folded_writes_are_the_same_with_and_without_the_compiled_judge(writes: 
         return record
 
     assert fold(True) == fold(False)
+
+
+# -- metadata: the compiled JSON reader against json.loads --------------------------------------------
+
+METADATA_KEYS = ["step", "source", "deerflow_checkpoint_channel_mode", "counters_since_delta_snapshot", "parents"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20) | st.floats() | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    max_leaves=8,
+)
+counters = st.dictionaries(st.sampled_from(["messages", "other"]), st.lists(json_values, max_size=3) | json_values)
+metadata_objects = st.dictionaries(
+    st.sampled_from(METADATA_KEYS) | st.text(max_size=6),
+    json_values | counters,
+    max_size=6,
+)
+
+
+def _metadata_text(mapping: dict[str, Any], ascii_only: bool, spaced: bool) -> bytes:
+    separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps(mapping, ensure_ascii=ascii_only, separators=separators).encode("utf-8", "surrogatepass")
+
+
+def _assert_metadata_agrees(raw: bytes) -> Any:
+    assert native.metadata_summary is not None
+    compiled = native.metadata_summary(raw)
+    if compiled is not None:
+        problems: list[Any] = []
+        assert _metadata_in_python(raw, False, problems) == compiled, raw[:120]
+        assert problems == []
+    row = ("t", "", "c1", None, "msgpack", ormsgpack.packb({"channel_values": {}}), raw)
+    assert record_from_row(row, InertDecoder(deep=False)) == record_from_row(row, InertDecoder(deep=False), lean=False)
+    return compiled
+
+
+@CASE_SETTINGS
+@given(metadata_objects, st.booleans(), st.booleans())
+def test_generated_metadata_reads_as_json_loads_does(mapping: dict[str, Any], ascii_only: bool, spaced: bool) -> None:
+    _assert_metadata_agrees(_metadata_text(mapping, ascii_only, spaced))
+
+
+@CASE_SETTINGS
+@given(metadata_objects, st.integers(0, 10_000), st.integers(0, 4), st.integers(0, 255))
+def test_damaged_metadata_reads_as_json_loads_does(
+    mapping: dict[str, Any], position: int, kind: int, byte: int
+) -> None:
+    _assert_metadata_agrees(_damage(_metadata_text(mapping, False, True), position, kind, byte))
+
+
+@CASE_SETTINGS
+@given(st.binary(max_size=40) | st.text(alphabet='{}[]":,0123456789.-eE \\tnulrsfa', max_size=40).map(str.encode))
+def test_random_metadata_text_reads_as_json_loads_does(raw: bytes) -> None:
+    _assert_metadata_agrees(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        pytest.param(
+            b'{"source": "loop", "step": 4, "parents": {}, "counters_since_delta_snapshot": {"messages": [1, 5]},'
+            b' "deerflow_checkpoint_channel_mode": "delta"}',
+            (4, "loop", "delta", 1, 5),
+            id="deerflow",
+        ),
+        pytest.param(b' \t\r\n{"step": -0}\n', (0, None, None, None, None), id="whitespace-and-minus-zero"),
+        pytest.param(b'{"step": 123456789012345678}', (123456789012345678, None, None, None, None), id="18-digits"),
+        pytest.param(b'{"step": 1234567890123456789}', None, id="19-digits-abstain"),
+        pytest.param(
+            b'{"step": 1.0, "source": 5, "deerflow_checkpoint_channel_mode": ["delta"]}',
+            (None, None, None, None, None),
+            id="wrong-types-read-as-none",
+        ),
+        pytest.param(
+            b'{"counters_since_delta_snapshot": {"messages": [true, 1, "x"]}}',
+            (None, None, None, None, 1),
+            id="bool-counter",
+        ),
+        pytest.param(
+            b'{"counters_since_delta_snapshot": {"messages": [1]}}', (None, None, None, None, None), id="one-counter"
+        ),
+        pytest.param(b'{"counters_since_delta_snapshot": [1, 2]}', (None, None, None, None, None), id="counters-list"),
+        pytest.param(b'{"source": "l\\u006fop"}', None, id="escaped-source-abstains"),
+        pytest.param(b'{"st\\u0065p": 3}', None, id="escaped-key-abstains"),
+        pytest.param(b'{"x": "\\ud800", "step": 2}', (2, None, None, None, None), id="lone-surrogate-escape-skipped"),
+        pytest.param(b'{"x": "a\\qb"}', None, id="bad-escape"),
+        pytest.param(b'{"x": "a\x01b"}', None, id="raw-control-character"),
+        pytest.param(b'{"step": NaN}', None, id="nan"),
+        pytest.param(b'{"step": 01}', None, id="leading-zero"),
+        pytest.param(b'{"step": 1.}', None, id="bare-point"),
+        pytest.param(b'{"step": -}', None, id="bare-minus"),
+        pytest.param(b'{"step": 1, "step": 2}', None, id="repeated-step"),
+        pytest.param(b'{"step": 1} x', None, id="trailing-text"),
+        pytest.param(b"\xef\xbb\xbf{}", None, id="byte-order-mark"),
+        pytest.param(b'{"x": "\xc3\xa9\xf0\x9f\x98\x80"}', (None, None, None, None, None), id="utf8"),
+        pytest.param(b'{"x": "\xed\xa0\x80"}', None, id="utf8-surrogate"),
+        pytest.param(b'{"x": ' + b"[" * 70 + b"]" * 70 + b"}", None, id="nesting-70"),
+        pytest.param(b'{"x": ' + b"[" * 60 + b"]" * 60 + b"}", (None, None, None, None, None), id="nesting-60"),
+        pytest.param(b"[1]", None, id="not-an-object"),
+        pytest.param(b"", None, id="empty"),
+        pytest.param(b"{,}", None, id="lone-comma"),
+        pytest.param(b'{"a": 1,}', None, id="trailing-comma"),
+    ],
+)
+def test_crafted_metadata(raw: bytes, read: Any) -> None:
+    assert _assert_metadata_agrees(raw) == read

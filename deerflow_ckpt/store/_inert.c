@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_inert.h"
+
 /* Nesting caps, well below ormsgpack's recursion limit (about 1000) and peek.MAX_EXT_DEPTH (32). */
 #define MAX_DEPTH 64
 #define MAX_EXT_DEPTH 8
@@ -64,8 +66,7 @@ static int span_equals(Span span, const char *text, Py_ssize_t size) {
     return span.size == size && memcmp(span.text, text, (size_t)size) == 0;
 }
 
-/* Well-formed UTF-8 exactly as Unicode's table 3-7 (and Rust's str::from_utf8) define it. */
-static int valid_utf8(const unsigned char *s, size_t n) {
+int inert_valid_utf8(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         /* Message text is mostly ASCII: test eight bytes at a time while no high bit is set. */
@@ -134,7 +135,7 @@ static int read_str(Cursor *c, Span *out) {
         return 0;
     }
     const unsigned char *bytes;
-    if (!take(c, size, &bytes) || !valid_utf8(bytes, size)) return 0;
+    if (!take(c, size, &bytes) || !inert_valid_utf8(bytes, size)) return 0;
     out->text = (const char *)bytes;
     out->size = (Py_ssize_t)size;
     return 1;
@@ -294,8 +295,7 @@ static int flags_of(const ExtName *name) {
     return flags;
 }
 
-/* The bytes of `arg`; bytes objects (what both drivers return) skip the buffer protocol's cost. */
-static int get_buffer(PyObject *arg, Py_buffer *view) {
+int inert_get_buffer(PyObject *arg, Py_buffer *view) {
     if (PyBytes_CheckExact(arg)) {
         view->obj = NULL;
         view->buf = PyBytes_AS_STRING(arg);
@@ -305,7 +305,7 @@ static int get_buffer(PyObject *arg, Py_buffer *view) {
     return PyObject_GetBuffer(arg, view, PyBUF_SIMPLE);
 }
 
-static void release_buffer(Py_buffer *view) {
+void inert_release_buffer(Py_buffer *view) {
     if (view->obj != NULL) PyBuffer_Release(view);
 }
 
@@ -334,7 +334,7 @@ static PyObject *value_summary(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer view;
     if (trusted_package_count < 0) Py_RETURN_NONE;
-    if (get_buffer(arg, &view) < 0) return NULL;
+    if (inert_get_buffer(arg, &view) < 0) return NULL;
     const unsigned char *start = view.buf;
     Cursor c = {start, start + view.len, 0, 0};
     int ok, is_list = 0, flags = 0;
@@ -355,7 +355,7 @@ static PyObject *value_summary(PyObject *module, PyObject *arg) {
         flags = flags_of(&name);
     }
     ok = ok && c.at == c.end;
-    release_buffer(&view);
+    inert_release_buffer(&view);
     if (!ok) Py_RETURN_NONE;
     return int_triple(is_list, (Py_ssize_t)count, flags);
 }
@@ -401,7 +401,7 @@ static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer view;
     if (trusted_package_count < 0) Py_RETURN_NONE;
-    if (get_buffer(arg, &view) < 0) return NULL;
+    if (inert_get_buffer(arg, &view) < 0) return NULL;
     const unsigned char *start = view.buf;
     Cursor c = {start, start + view.len, 0, 0};
     int kind = MESSAGES_ABSENT, empty = 0, is_map, seen_values = 0, seen_versions = 0, seen_version = 0;
@@ -454,7 +454,7 @@ static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
         Py_XDECREF(kind_value);
         Py_XDECREF(count_value);
     }
-    release_buffer(&view);
+    inert_release_buffer(&view);
     return result;
 }
 
@@ -501,10 +501,17 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(metadata_summary_doc,
+             "metadata_summary(data) -> (step, source, mode, updates, supersteps) | None\n\n"
+             "For checkpoint metadata JSON that Python's json module reads as an object: step, source,\n"
+             "deerflow_checkpoint_channel_mode and counters_since_delta_snapshot['messages'][0:2], each None\n"
+             "unless an integer (step, counters) or a string (source, mode). None when only Python can tell.");
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, configure_doc},
     {"value_summary", value_summary, METH_O, value_summary_doc},
     {"checkpoint_summary", checkpoint_summary, METH_O, checkpoint_summary_doc},
+    {"metadata_summary", inert_metadata_summary, METH_O, metadata_summary_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -50,6 +50,12 @@ _EXT_LENGTH_BYTES = {0xC7: 1, 0xC8: 2, 0xC9: 4}  # ext 8, 16, 32: a big-endian l
 
 def read_metadata(raw: bytes) -> MetadataFields | None:
     """The metadata's fields, or None when only the full JSON decoder can say what is wrong."""
+    # msgspec does not check the UTF-8 of keys and values it skips; the full path decodes the whole text.
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     try:
         return _metadata_decoder.decode(raw)
     # Malformed, NaN, not an object, lone surrogates, nested past msgspec's limit: json.loads decides.

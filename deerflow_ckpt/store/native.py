@@ -24,19 +24,22 @@ MESSAGES_OTHER = 3
 
 ValueSummary = tuple[int, int, int]  # (is_list, items, flags)
 CheckpointSummary = tuple[int, int, bool, str | None]  # (kind, count, empty, messages_version)
+# (step, source, mode marker, updates, supersteps), each None unless an int or (source, mode) a str.
+MetadataSummary = tuple[int | None, str | None, str | None, int | None, int | None]
 
 ValueJudge = Callable[[bytes | memoryview], ValueSummary | None]
 CheckpointJudge = Callable[[bytes | memoryview], CheckpointSummary | None]
+MetadataReader = Callable[[bytes | memoryview], MetadataSummary | None]
 
 
-def _load_compiled() -> tuple[ValueJudge | None, CheckpointJudge | None]:
+def _load_compiled() -> tuple[ValueJudge | None, CheckpointJudge | None, MetadataReader | None]:
     try:
         from deerflow_ckpt.store import _inert
     except ImportError:  # installed without a C compiler
-        return None, None
+        return None, None, None
     _inert.configure(TRUSTED_PACKAGES, (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))
-    return _inert.value_summary, _inert.checkpoint_summary
+    return _inert.value_summary, _inert.checkpoint_summary, _inert.metadata_summary
 
 
-value_summary, checkpoint_summary = _load_compiled()
+value_summary, checkpoint_summary, metadata_summary = _load_compiled()
 AVAILABLE = value_summary is not None

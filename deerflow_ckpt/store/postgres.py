@@ -23,7 +23,7 @@ from deerflow_ckpt.store.records import (
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import PostgresTarget
-from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_stored_bytes
 
 # Stored sizes as DeerFlow's benchmark counts them; rendering every checkpoint as text costs the server
 # more than the rest of the query, so only readers that report storage ask for them.
@@ -362,13 +362,8 @@ def _attach_blobs(
             if not snapshot:
                 owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
                 owner.other_blob_bytes += len(data) if data is not None else 0
-                check_typed_bytes(
-                    kind,
-                    bytes(data) if data is not None else None,
-                    f"blob of channel {channel!r} at version {version}",
-                    owner.problems,
-                    decoder,
-                )
+                where = f"blob of channel {channel!r} at version {version}"
+                check_stored_bytes(kind, data, where, owner.problems, decoder)
         pending = next(blobs, None)
     for record, marker in zip(records, markers, strict=True):
         if record.messages is not Shape.UNDECODABLE:

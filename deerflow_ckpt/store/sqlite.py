@@ -29,6 +29,7 @@ from deerflow_ckpt.store.native import (
     MESSAGES_SNAPSHOT,
     CheckpointSummary,
     checkpoint_summary,
+    metadata_summary,
 )
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
@@ -210,19 +211,17 @@ def _metadata_values(raw: bytes | None, problems: list[Problem]) -> tuple[Any, A
     return get("step"), get("source"), get("deerflow_checkpoint_channel_mode"), get("counters_since_delta_snapshot")
 
 
-def record_from_row(
-    row: tuple[Any, ...], decoder: InertDecoder, lean: bool = True, native: bool = True
-) -> CheckpointRecord:
-    """One checkpoint row as a record; tests compare the paths: `native=False` skips the compiled judge,
-    `lean=False` forces the full inert decode."""
-    thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
-    problems: list[Problem] = []
-    fields = read_metadata(raw_metadata) if lean and raw_metadata is not None else None
+MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | None]
+
+
+def _metadata_in_python(raw: bytes | None, lean: bool, problems: list[Problem]) -> MetadataFacts:
+    """step, source, mode marker and the two messages counters, each None unless of the type the rules read."""
+    fields = read_metadata(raw) if lean and raw is not None else None
     if fields is not None:
         step, source = fields.step, fields.source
         mode, counters = fields.deerflow_checkpoint_channel_mode, fields.counters_since_delta_snapshot
     else:
-        step, source, mode, counters = _metadata_values(raw_metadata, problems)
+        step, source, mode, counters = _metadata_values(raw, problems)
     pair = counters.get(MESSAGES_CHANNEL) if type(counters) is dict else None
     updates = supersteps = None
     if type(pair) is list and len(pair) >= 2:
@@ -230,26 +229,35 @@ def record_from_row(
         # bool is an int subclass; `type() is int` keeps true/false out of the counters.
         updates = updates if type(updates) is int else None
         supersteps = supersteps if type(supersteps) is int else None
-    record = CheckpointRecord(
-        thread_id,
-        ns or "",
-        checkpoint_id,
-        parent_id,
+    return (
         step if type(step) is int else None,
         source if type(source) is str else None,
         mode if type(mode) is str else None,
         updates,
         supersteps,
-        Shape.ABSENT,
-        None,
     )
+
+
+def record_from_row(
+    row: tuple[Any, ...], decoder: InertDecoder, lean: bool = True, native: bool = True
+) -> CheckpointRecord:
+    """One checkpoint row as a record; tests compare the paths: `native=False` skips the compiled judge,
+    `lean=False` forces the full inert decode."""
+    thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
+    read_facts = metadata_summary if native and lean else None
+    facts = read_facts(raw_metadata) if read_facts is not None and raw_metadata is not None else None
+    problems: list[Problem] = []
+    if facts is None:
+        facts = _metadata_in_python(raw_metadata, lean, problems)
+    record = CheckpointRecord(thread_id, ns or "", checkpoint_id, parent_id, *facts, Shape.ABSENT, None)
     record.checkpoint_bytes = len(data) if data is not None else 0
     record.metadata_bytes = len(raw_metadata) if raw_metadata is not None else 0
     if problems:
         record.problems = problems
         record.metadata_ok = False
     if lean and kind == "msgpack" and data is not None and not decoder.deep:
-        summary = checkpoint_summary(data) if native and checkpoint_summary is not None else None
+        judge = checkpoint_summary if native else None
+        summary = judge(data) if judge is not None else None
         if summary is not None:
             _classify_summary(record, summary)
             return record

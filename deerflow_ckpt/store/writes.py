@@ -64,6 +64,16 @@ def check_typed_bytes(
     return None
 
 
+def check_stored_bytes(
+    kind: str | None, data: bytes | memoryview | None, where: str, problems: list[Problem], decoder: InertDecoder
+) -> None:
+    """Judge a stored value whose decoded form nobody reads: the compiled judge first, Python where it abstains."""
+    judge = value_summary if kind == "msgpack" and not decoder.deep else None
+    if judge is not None and data is not None and judge(data) is not None:
+        return
+    check_typed_bytes(kind, bytes(data) if data is not None else None, where, problems, decoder)
+
+
 class WriteFolder:
     """Folds the write rows of one lineage into its records, straight onto each checkpoint's counts.
 
