@@ -40,21 +40,32 @@ class LineageGraph:
     children: dict[str, list[CheckpointRecord]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.by_id = by_id = {record.checkpoint_id: record for record in self.lineage.records}
-        self.children = {}
+        records = self.lineage.records
+        self.by_id = by_id = {record.checkpoint_id: record for record in records}
+        children: dict[str, list[CheckpointRecord]] = {}
+        self.children = children
+        snapshot = Shape.SNAPSHOT
         # Linked and judged once here: the rules ask these of every checkpoint several times.
-        for record in self.lineage.records:
-            parent = by_id.get(record.parent_id) if record.parent_id is not None else None
+        for record in records:
+            parent_id = record.parent_id
+            parent = by_id.get(parent_id) if parent_id is not None else None
             record.parent_record = parent
-            record.delta = record.uses_delta or record.messages in _DELTA_SHAPES
-            record.seed = record.messages in _SEED_SHAPES
-            if parent is not None:
-                self.children.setdefault(parent.checkpoint_id, []).append(record)
+            messages = record.messages
+            record.delta = record.uses_delta or messages in _DELTA_SHAPES
+            record.seed = messages in _SEED_SHAPES
+            if parent is None:
+                record.wrote = False
+                record.snapshot_step = messages is snapshot
+                continue
+            siblings = children.get(parent.checkpoint_id)
+            if siblings is None:
+                children[parent.checkpoint_id] = [record]
+            else:
+                siblings.append(record)
             # Only what the reader stored about the parent, so its place in the list does not matter.
-            record.wrote = parent is not None and parent.message_write_rows > 0
-            record.snapshot_step = record.messages is Shape.SNAPSHOT and not (
-                parent is not None
-                and parent.messages in _SNAPSHOT_SHAPES
+            record.wrote = parent.message_write_rows > 0
+            record.snapshot_step = messages is snapshot and not (
+                parent.messages in _SNAPSHOT_SHAPES
                 and record.messages_version is not None
                 and parent.messages_version == record.messages_version
             )

@@ -135,7 +135,7 @@ static int read_str(Cursor *c, Span *out) {
         return 0;
     }
     const unsigned char *bytes;
-    if (!take(c, size, &bytes) || !inert_valid_utf8(bytes, size)) return 0;
+    if (!take(c, size, &bytes) || !inert_valid_text(bytes, size)) return 0;
     out->text = (const char *)bytes;
     out->size = (Py_ssize_t)size;
     return 1;

@@ -44,6 +44,18 @@ static int read_string(Text *t, Value *value, int *escaped) {
     const unsigned char *start = t->at;
     *escaped = 0;
     while (t->at < t->end) {
+        /* Eight plain characters at a time: no quote, backslash, control character or non-ASCII byte. */
+        while (t->end - t->at >= 8) {
+            uint64_t word = inert_word(t->at);
+            uint64_t quote = word ^ (INERT_ONES * '"'), backslash = word ^ (INERT_ONES * '\\');
+            uint64_t special = (word - INERT_ONES * 0x20) | (quote - INERT_ONES) | (backslash - INERT_ONES);
+            special &= ~word & ~quote & ~backslash & INERT_HIGHS;
+            if ((word & INERT_HIGHS) != 0 || special != 0) break;
+            t->at += 8;
+        }
+        /* Then one byte at a time up to the next character that needs a look. */
+        while (t->at < t->end && *t->at >= 0x20 && *t->at < 0x80 && *t->at != '"' && *t->at != '\\') t->at++;
+        if (t->at >= t->end) break;
         unsigned char c = *t->at;
         if (c == '"') {
             value->kind = VALUE_PLAIN_STRING;
@@ -67,10 +79,6 @@ static int read_string(Text *t, Value *value, int *escaped) {
             } else {
                 return 0;
             }
-            continue;
-        }
-        if (c < 0x80) {
-            t->at++;
             continue;
         }
         /* Non-ASCII: one well-formed UTF-8 sequence (the whole text is decoded as UTF-8 first). */
@@ -132,11 +140,15 @@ static int read_literal(Text *t, const char *word) {
 
 static int read_value(Text *t, Value *value);
 
-/* An object or array at the cursor: every member validated, none kept. */
-static int skip_container(Text *t) {
-    unsigned char close = *t->at == '{' ? '}' : ']';
-    int object = close == '}';
-    if (t->depth >= MAX_JSON_DEPTH) return 0;
+/* Called for each member of an object (`key` set, without escapes when the caller asked for plain keys)
+   or each item of an array (`key` NULL), with the cursor on the value. */
+typedef int (*PartReader)(Text *t, const Value *key, size_t index, void *state);
+
+/* The object or array at the cursor, each member or item handed to `read`. */
+static int read_container(Text *t, PartReader read, void *state, int plain_keys) {
+    if (t->at >= t->end || (*t->at != '{' && *t->at != '[') || t->depth >= MAX_JSON_DEPTH) return 0;
+    int object = *t->at == '{';
+    unsigned char close = object ? '}' : ']';
     t->depth++;
     t->at++;
     skip_space(t);
@@ -145,17 +157,19 @@ static int skip_container(Text *t) {
         t->depth--;
         return 1;
     }
-    for (;;) {
-        Value ignored;
-        int escaped;
+    for (size_t index = 0;; index++) {
+        Value key;
         if (object) {
-            if (t->at >= t->end || *t->at != '"' || !read_string(t, &ignored, &escaped)) return 0;
+            int escaped;
+            if (t->at >= t->end || *t->at != '"' || !read_string(t, &key, &escaped) || (escaped && plain_keys))
+                return 0;
             skip_space(t);
             if (t->at >= t->end || *t->at != ':') return 0;
             t->at++;
             skip_space(t);
         }
-        if (!read_value(t, &ignored)) return 0;
+        /* Readers may look at the value's first byte: there must be one. */
+        if (t->at >= t->end || !read(t, object ? &key : NULL, index, state)) return 0;
         skip_space(t);
         if (t->at >= t->end) return 0;
         if (*t->at == close) {
@@ -169,7 +183,13 @@ static int skip_container(Text *t) {
     }
 }
 
-/* Any JSON value at the cursor (after whitespace). Strings with escapes read as VALUE_OTHER. */
+static int skip_part(Text *t, const Value *key, size_t index, void *state) {
+    (void)key, (void)index, (void)state;
+    Value ignored;
+    return read_value(t, &ignored);
+}
+
+/* Any JSON value at the cursor (after whitespace); containers are validated and skipped. */
 static int read_value(Text *t, Value *value) {
     value->kind = VALUE_OTHER;
     if (t->at >= t->end) return 0;
@@ -180,48 +200,29 @@ static int read_value(Text *t, Value *value) {
         if (escaped) value->kind = VALUE_ESCAPED_STRING;
         return 1;
     }
-    if (c == '{' || c == '[') return skip_container(t);
+    if (c == '{' || c == '[') return read_container(t, skip_part, NULL, 0);
     if (c == '-' || (c >= '0' && c <= '9')) return read_number(t, value);
     return read_literal(t, "true") || read_literal(t, "false") || read_literal(t, "null");
 }
 
-/* The members of an object at the cursor: calls `member` for each key (without escapes, else abstain). */
-typedef int (*MemberReader)(Text *t, const unsigned char *key, size_t size, void *state);
-
-static int read_object(Text *t, MemberReader member, void *state) {
-    if (t->at >= t->end || *t->at != '{' || t->depth >= MAX_JSON_DEPTH) return 0;
-    t->depth++;
-    t->at++;
-    skip_space(t);
-    if (t->at < t->end && *t->at == '}') {
-        t->at++;
-        t->depth--;
-        return 1;
-    }
-    for (;;) {
-        Value key;
-        int escaped;
-        if (t->at >= t->end || *t->at != '"' || !read_string(t, &key, &escaped) || escaped) return 0;
-        skip_space(t);
-        if (t->at >= t->end || *t->at != ':') return 0;
-        t->at++;
-        skip_space(t);
-        if (!member(t, key.text, key.size, state)) return 0;
-        skip_space(t);
-        if (t->at >= t->end) return 0;
-        if (*t->at == '}') {
-            t->at++;
-            t->depth--;
-            return 1;
-        }
-        if (*t->at != ',') return 0;
-        t->at++;
-        skip_space(t);
-    }
+static int key_is(const Value *key, const char *name) {
+    return key->size == strlen(name) && memcmp(key->text, name, key->size) == 0;
 }
 
-static int key_is(const unsigned char *key, size_t size, const char *name) {
-    return size == strlen(name) && memcmp(key, name, size) == 0;
+/* counters_since_delta_snapshot["messages"]: [updates, supersteps, ...]. */
+typedef struct {
+    size_t count;
+    Value first[2];
+} CounterItems;
+
+static int read_counter_item(Text *t, const Value *key, size_t index, void *state) {
+    (void)key;
+    CounterItems *items = state;
+    Value item;
+    if (!read_value(t, &item)) return 0;
+    if (index < 2) items->first[index] = item;
+    items->count = index + 1;
+    return 1;
 }
 
 typedef struct {
@@ -229,43 +230,16 @@ typedef struct {
     Value updates, supersteps;
 } Counters;
 
-static int read_counter_member(Text *t, const unsigned char *key, size_t size, void *state) {
+static int read_counter_member(Text *t, const Value *key, size_t index, void *state) {
     Counters *counters = state;
-    Value ignored;
-    if (!key_is(key, size, "messages")) return read_value(t, &ignored);
+    if (!key_is(key, "messages")) return skip_part(t, key, index, state);
     if (counters->seen_messages++) return 0; /* Python keeps the last of repeated keys */
-    if (*t->at != '[') return read_value(t, &ignored);
-    /* [updates, supersteps, ...]: the first two items, when there are at least two. */
-    if (t->depth >= MAX_JSON_DEPTH) return 0;
-    t->depth++;
-    t->at++;
-    skip_space(t);
-    Value items[2] = {{VALUE_OTHER, 0, NULL, 0}, {VALUE_OTHER, 0, NULL, 0}};
-    size_t count = 0;
-    if (t->at < t->end && *t->at == ']') {
-        t->at++;
-        t->depth--;
-        return 1;
-    }
-    for (;;) {
-        Value item;
-        if (!read_value(t, &item)) return 0;
-        if (count < 2) items[count] = item;
-        count++;
-        skip_space(t);
-        if (t->at >= t->end) return 0;
-        if (*t->at == ']') {
-            t->at++;
-            break;
-        }
-        if (*t->at != ',') return 0;
-        t->at++;
-        skip_space(t);
-    }
-    t->depth--;
-    if (count >= 2) {
-        counters->updates = items[0];
-        counters->supersteps = items[1];
+    if (*t->at != '[') return skip_part(t, key, index, state);
+    CounterItems items = {0, {{VALUE_OTHER, 0, NULL, 0}, {VALUE_OTHER, 0, NULL, 0}}};
+    if (!read_container(t, read_counter_item, &items, 0)) return 0;
+    if (items.count >= 2) {
+        counters->updates = items.first[0];
+        counters->supersteps = items.first[1];
     }
     return 1;
 }
@@ -276,21 +250,23 @@ typedef struct {
     Counters counters;
 } Metadata;
 
-static int read_metadata_member(Text *t, const unsigned char *key, size_t size, void *state) {
+/* A top-level key read once; a repeated one makes Python keep the last copy, so this abstains. */
+static int read_once(Text *t, int *seen, Value *value) { return !(*seen)++ && read_value(t, value); }
+
+static int read_metadata_member(Text *t, const Value *key, size_t index, void *state) {
     Metadata *metadata = state;
-    Value ignored;
-    if (key_is(key, size, "step")) return !metadata->seen_step++ && read_value(t, &metadata->step);
+    if (key_is(key, "step")) return read_once(t, &metadata->seen_step, &metadata->step);
     /* A string with escapes would need decoding here: Python reads those. */
-    if (key_is(key, size, "source"))
-        return !metadata->seen_source++ && read_value(t, &metadata->source) &&
+    if (key_is(key, "source"))
+        return read_once(t, &metadata->seen_source, &metadata->source) &&
                metadata->source.kind != VALUE_ESCAPED_STRING;
-    if (key_is(key, size, "deerflow_checkpoint_channel_mode"))
-        return !metadata->seen_mode++ && read_value(t, &metadata->mode) && metadata->mode.kind != VALUE_ESCAPED_STRING;
-    if (key_is(key, size, "counters_since_delta_snapshot")) {
+    if (key_is(key, "deerflow_checkpoint_channel_mode"))
+        return read_once(t, &metadata->seen_mode, &metadata->mode) && metadata->mode.kind != VALUE_ESCAPED_STRING;
+    if (key_is(key, "counters_since_delta_snapshot")) {
         if (metadata->seen_counters++) return 0;
-        if (t->at < t->end && *t->at == '{') return read_object(t, read_counter_member, &metadata->counters);
+        if (*t->at == '{') return read_container(t, read_counter_member, &metadata->counters, 1);
     }
-    return read_value(t, &ignored);
+    return skip_part(t, key, index, state);
 }
 
 static PyObject *integer_or_none(const Value *value) {
@@ -298,10 +274,22 @@ static PyObject *integer_or_none(const Value *value) {
     return Py_NewRef(Py_None);
 }
 
-static PyObject *string_or_none(const Value *value) {
-    if (value->kind == VALUE_PLAIN_STRING) return PyUnicode_DecodeUTF8((const char *)value->text, (Py_ssize_t)value->size, "strict");
-    return Py_NewRef(Py_None);
+/* The str of a plain string value. `cache` keeps the last one built: sources and modes repeat row
+   after row ("loop", "delta"), and comparing bytes is cheaper than building a str. */
+static PyObject *string_or_none(const Value *value, PyObject **cache) {
+    if (value->kind != VALUE_PLAIN_STRING) return Py_NewRef(Py_None);
+    if (*cache != NULL) {
+        Py_ssize_t size;
+        const char *cached = PyUnicode_AsUTF8AndSize(*cache, &size);
+        if (cached != NULL && (size_t)size == value->size && memcmp(cached, value->text, value->size) == 0)
+            return Py_NewRef(*cache);
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)value->text, (Py_ssize_t)value->size, "strict");
+    if (text != NULL) Py_XSETREF(*cache, Py_NewRef(text));
+    return text;
 }
+
+static PyObject *last_source, *last_mode;
 
 PyObject *inert_metadata_summary(PyObject *module, PyObject *arg) {
     (void)module;
@@ -312,7 +300,7 @@ PyObject *inert_metadata_summary(PyObject *module, PyObject *arg) {
     Metadata metadata;
     memset(&metadata, 0, sizeof metadata);
     skip_space(&t);
-    int ok = read_object(&t, read_metadata_member, &metadata);
+    int ok = t.at < t.end && *t.at == '{' && read_container(&t, read_metadata_member, &metadata, 1);
     skip_space(&t);
     ok = ok && t.at == t.end;
     PyObject *result = NULL;
@@ -322,8 +310,8 @@ PyObject *inert_metadata_summary(PyObject *module, PyObject *arg) {
         /* Built before the buffer is released: the strings point into it. */
         PyObject *items[5] = {
             integer_or_none(&metadata.step),
-            string_or_none(&metadata.source),
-            string_or_none(&metadata.mode),
+            string_or_none(&metadata.source, &last_source),
+            string_or_none(&metadata.mode, &last_mode),
             integer_or_none(&metadata.counters.updates),
             integer_or_none(&metadata.counters.supersteps),
         };

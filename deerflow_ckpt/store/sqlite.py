@@ -244,20 +244,22 @@ def record_from_row(
     """One checkpoint row as a record; tests compare the paths: `native=False` skips the compiled judge,
     `lean=False` forces the full inert decode."""
     thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
-    read_facts = metadata_summary if native and lean else None
-    facts = read_facts(raw_metadata) if read_facts is not None and raw_metadata is not None else None
+    native = native and lean
+    facts = metadata_summary(raw_metadata) if native and metadata_summary and raw_metadata is not None else None
     problems: list[Problem] = []
     if facts is None:
         facts = _metadata_in_python(raw_metadata, lean, problems)
-    record = CheckpointRecord(thread_id, ns or "", checkpoint_id, parent_id, *facts, Shape.ABSENT, None)
+    step, source, mode, updates, supersteps = facts
+    record = CheckpointRecord(
+        thread_id, ns or "", checkpoint_id, parent_id, step, source, mode, updates, supersteps, Shape.ABSENT, None
+    )
     record.checkpoint_bytes = len(data) if data is not None else 0
     record.metadata_bytes = len(raw_metadata) if raw_metadata is not None else 0
     if problems:
         record.problems = problems
         record.metadata_ok = False
     if lean and kind == "msgpack" and data is not None and not decoder.deep:
-        judge = checkpoint_summary if native else None
-        summary = judge(data) if judge is not None else None
+        summary = checkpoint_summary(data) if native and checkpoint_summary else None
         if summary is not None:
             _classify_summary(record, summary)
             return record

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# By hand, not in CI: build the compiled judge with AddressSanitizer, feed it damaged real rows and random
+# bytes in exact-size buffers for SECONDS (default 60), then rebuild it normally.
+# Usage: scripts/fuzz-native.sh DATABASE [SECONDS]   (any SQLite checkpoint database, e.g. a fixture)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+database="$1"
+seconds="${2:-60}"
+rebuild() { .venv/bin/python -m pip install -q --disable-pip-version-check -e . ; }
+trap rebuild EXIT
+CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+  .venv/bin/python scripts/fuzz_native.py "$database" "$seconds"

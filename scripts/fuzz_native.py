@@ -1,0 +1,50 @@
+"""Feed the compiled judge damaged real rows and random edits in exact-size buffers (see fuzz-native.sh).
+
+Run under AddressSanitizer, a read past a buffer's end lands outside its allocation and aborts the run.
+"""
+
+from __future__ import annotations
+
+import array
+import random
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from deerflow_ckpt.store import native
+
+
+def main(database: str, seconds: float) -> None:
+    connection = sqlite3.connect(Path(database).resolve().as_uri() + "?mode=ro", uri=True)
+    seeds = [row[0] for row in connection.execute("SELECT checkpoint FROM checkpoints LIMIT 300")]
+    seeds += [row[0] for row in connection.execute("SELECT value FROM writes WHERE value IS NOT NULL LIMIT 300")]
+    seeds += [row[0] for row in connection.execute("SELECT CAST(metadata AS BLOB) FROM checkpoints LIMIT 300")]
+    judges = [native.value_summary, native.checkpoint_summary, native.metadata_summary]
+    if not seeds or any(judge is None for judge in judges):
+        sys.exit("no rows to start from, or the compiled judge is not built")
+    rng = random.Random(1)
+    inputs = vouched = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(0, 4)):
+            at = rng.randrange(len(data) + 1)
+            edit = rng.randrange(4)
+            if edit == 0 and data:
+                data[min(at, len(data) - 1)] = rng.randrange(256)
+            elif edit == 1:
+                del data[at:]
+            elif edit == 2:
+                data[at:at] = bytes([rng.randrange(256)])
+            else:
+                del data[at : at + rng.randrange(8)]
+        exact = memoryview(array.array("B", bytes(data)))  # no spare byte after the data, unlike bytes
+        for judge in judges:
+            vouched += judge(exact) is not None  # type: ignore[misc]
+        inputs += 1
+    print(f"{inputs} inputs x {len(judges)} judges, {vouched} summaries, no fault")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 60.0)
