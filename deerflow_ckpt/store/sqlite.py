@@ -187,6 +187,7 @@ def _classify_messages(record: CheckpointRecord, messages: Any) -> None:
 
 
 _ABSENT = object()
+_NO_ROW = object()
 # JSONDecoder.decode on text skips json.loads's per-call encoding sniffing of bytes.
 _decode_json = json.JSONDecoder().decode
 
@@ -315,17 +316,24 @@ class SqliteCheckpointReader:
         writes = connection.execute(_WRITES_SQL.format(and_where=and_where), parameters)
         pending_write: tuple[Any, ...] | None = next(writes, None)
         current_key: tuple[str, str] | None = None
+        # The raw columns of the previous row; a sentinel first, as a NULL column must still start a lineage.
+        thread_id: object = _NO_ROW
+        ns: object = _NO_ROW
         records: list[CheckpointRecord] = []
+        decoder = self.decoder
         for row in checkpoints:
-            key = (row[0], row[1] or "")
-            if key != current_key:
-                if current_key is not None:
-                    pending_write = _attach_writes(records, current_key, writes, pending_write, self.decoder)
-                    yield Lineage(current_key[0], current_key[1], records)
-                current_key, records = key, []
-            records.append(record_from_row(row, self.decoder))
+            # Compared column by column: building a key tuple per row costs more than the rare new lineage.
+            if row[0] != thread_id or row[1] != ns:
+                key = (row[0], row[1] or "")
+                if key != current_key:
+                    if current_key is not None:
+                        pending_write = _attach_writes(records, current_key, writes, pending_write, decoder)
+                        yield Lineage(current_key[0], current_key[1], records)
+                    current_key, records = key, []
+                thread_id, ns = row[0], row[1]
+            records.append(record_from_row(row, decoder))
         if current_key is not None:
-            _attach_writes(records, current_key, writes, pending_write, self.decoder)
+            _attach_writes(records, current_key, writes, pending_write, decoder)
             yield Lineage(current_key[0], current_key[1], records)
 
 
@@ -344,6 +352,6 @@ def _attach_writes(
             if (thread_id, ns or "") > key:
                 break
         else:
-            folder.add(checkpoint_id, str(task_id), str(channel), kind, value)
+            folder.add(checkpoint_id, task_id, channel, kind, value)
         pending = next(writes, None)
     return pending

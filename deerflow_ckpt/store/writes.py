@@ -81,17 +81,23 @@ class WriteFolder:
     then adjacent, so distinct message-writing tasks are counted without a set per checkpoint.
     """
 
-    __slots__ = ("_by_id", "_counted", "_decoder", "_judge")
+    __slots__ = ("_by_id", "_counted_checkpoint", "_counted_task", "_decoder", "_judge")
 
     def __init__(self, records: list[CheckpointRecord], decoder: InertDecoder, native: bool = True) -> None:
         self._by_id = {record.checkpoint_id: record for record in records}
         self._decoder = decoder
         # The compiled judge skips snapshot payloads, so deep decoding (and `native=False`, for tests) goes without.
         self._judge = value_summary if native and not decoder.deep else None
-        self._counted: tuple[str, str] | None = None  # the last (checkpoint, task) counted as writing messages
+        # The last (checkpoint, task) counted as writing messages.
+        self._counted_checkpoint: str | None = None
+        self._counted_task: str | None = None
 
-    def add(self, checkpoint_id: str, task_id: str, channel: str, kind: str | None, data: bytes | None) -> None:
-        """Fold one write row; rows of checkpoints not in the lineage are dropped."""
+    def add(self, checkpoint_id: str, task_id: Any, channel: Any, kind: str | None, data: bytes | None) -> None:
+        """Fold one write row; rows of checkpoints not in the lineage are dropped.
+
+        `task_id` and `channel` are the stored values, text in every saver's schema; they are only compared
+        and shown, so another type is never converted on the per-row path.
+        """
         record = self._by_id.get(checkpoint_id)
         if record is None:
             return
@@ -108,8 +114,8 @@ class WriteFolder:
             record.other_write_bytes += size
             return
         record.message_write_rows += 1
-        if self._counted != (checkpoint_id, task_id):
-            self._counted = (checkpoint_id, task_id)
+        if task_id != self._counted_task or checkpoint_id != self._counted_checkpoint:
+            self._counted_checkpoint, self._counted_task = checkpoint_id, task_id
             record.message_write_tasks += 1
         record.message_write_bytes += size
         # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
@@ -121,14 +127,14 @@ class WriteFolder:
             record.removal_written = True
 
     def _decode(
-        self, record: CheckpointRecord, task_id: str, channel: str, kind: str | None, data: bytes | None
+        self, record: CheckpointRecord, task_id: Any, channel: Any, kind: str | None, data: bytes | None
     ) -> tuple[int, int, int]:
         """The Python judge: problems onto the record, and the value summarized as value_summary does."""
         problems: list[Problem] = []
         value = check_typed_bytes(kind, data, "this write", problems, self._decoder)
         if problems:
             # Name the write only when there is something to say: this runs once per write row.
-            where = f"write {channel!r} of task {task_id}"
+            where = f"write {str(channel)!r} of task {task_id}"
             record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
         types = _named_types(value)
         flags = OVERWRITE_FLAG if OVERWRITE_TYPE in types else 0
