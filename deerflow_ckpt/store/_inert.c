@@ -324,6 +324,16 @@ static PyObject *int_triple(Py_ssize_t first, Py_ssize_t second, Py_ssize_t thir
     return tuple;
 }
 
+/* A cursor over `arg`'s bytes: 1 when ready, 0 when the judge is not configured (the caller abstains),
+   -1 with a Python error when `arg` has no bytes. */
+static int open_cursor(PyObject *arg, Py_buffer *view, Cursor *c) {
+    if (trusted_package_count < 0) return 0;
+    if (inert_get_buffer(arg, view) < 0) return -1;
+    const unsigned char *start = view->buf;
+    *c = (Cursor){start, start + view->len, 0, 0};
+    return 1;
+}
+
 PyDoc_STRVAR(value_summary_doc,
              "value_summary(data) -> (is_list, items, flags) | None\n\n"
              "For one msgpack value that is well formed and names only trusted types: whether it is an array,\n"
@@ -333,10 +343,10 @@ PyDoc_STRVAR(value_summary_doc,
 static PyObject *value_summary(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer view;
-    if (trusted_package_count < 0) Py_RETURN_NONE;
-    if (inert_get_buffer(arg, &view) < 0) return NULL;
-    const unsigned char *start = view.buf;
-    Cursor c = {start, start + view.len, 0, 0};
+    Cursor c;
+    int opened = open_cursor(arg, &view, &c);
+    if (opened <= 0) return opened < 0 ? NULL : Py_NewRef(Py_None);
+    const unsigned char *start = c.at;
     int ok, is_list = 0, flags = 0;
     size_t count = 0;
     if (view.len > 0 && ((start[0] >= 0x90 && start[0] <= 0x9F) || start[0] == 0xDC || start[0] == 0xDD)) {
@@ -400,10 +410,9 @@ PyDoc_STRVAR(checkpoint_summary_doc,
 static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer view;
-    if (trusted_package_count < 0) Py_RETURN_NONE;
-    if (inert_get_buffer(arg, &view) < 0) return NULL;
-    const unsigned char *start = view.buf;
-    Cursor c = {start, start + view.len, 0, 0};
+    Cursor c;
+    int opened = open_cursor(arg, &view, &c);
+    if (opened <= 0) return opened < 0 ? NULL : Py_NewRef(Py_None);
     int kind = MESSAGES_ABSENT, empty = 0, is_map, seen_values = 0, seen_versions = 0, seen_version = 0;
     size_t count = 0, entries, fields;
     Span version = {NULL, 0};
