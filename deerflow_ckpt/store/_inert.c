@@ -184,20 +184,37 @@ static int package_is_trusted(Span module) {
     return 0;
 }
 
+static int is_array_marker(unsigned char marker) {
+    return (marker >= 0x90 && marker <= 0x9F) || marker == 0xDC || marker == 0xDD;
+}
+
+/* Read an array or map header at the cursor; 0 when the value there is neither. */
+static int read_container(Cursor *c, int *is_map, size_t *count) {
+    if (remaining(c) < 1) return 0;
+    unsigned char marker = *c->at++;
+    if (marker >= 0x90 && marker <= 0x9F) {
+        *is_map = 0;
+        *count = marker & 0x0F;
+        return 1;
+    }
+    if (marker >= 0x80 && marker <= 0x8F) {
+        *is_map = 1;
+        *count = marker & 0x0F;
+        return 1;
+    }
+    *is_map = marker == 0xDE || marker == 0xDF;
+    if (marker == 0xDC || marker == 0xDE) return read_length(c, 2, count);
+    if (marker == 0xDD || marker == 0xDF) return read_length(c, 4, count);
+    return 0;
+}
+
 /* An ext that names a type: a payload array [module, name, ...] whose module a trusted package owns. */
 static int walk_named_ext(Cursor *outer, const unsigned char *payload, size_t size, ExtName *name) {
     if (outer->ext_depth >= MAX_EXT_DEPTH || outer->depth >= MAX_DEPTH) return 0;
     Cursor c = {payload, payload + size, outer->depth + 1, outer->ext_depth + 1};
-    if (remaining(&c) < 1) return 0;
-    unsigned char marker = *c.at++;
     size_t count;
-    if (marker >= 0x90 && marker <= 0x9F) {
-        count = marker & 0x0F;
-    } else if (marker == 0xDC || marker == 0xDD) {
-        if (!read_length(&c, marker == 0xDC ? 2 : 4, &count)) return 0;
-    } else {
-        return 0;
-    }
+    int is_map;
+    if (!read_container(&c, &is_map, &count) || is_map) return 0;
     Span module, type_name;
     if (count < 2 || !read_str(&c, &module) || !read_str(&c, &type_name) || !package_is_trusted(module)) return 0;
     if (!walk_items(&c, count - 2, 0) || c.at != c.end) return 0;
@@ -264,25 +281,6 @@ static int walk(Cursor *c, ExtName *name) {
     }
 }
 
-/* Read an array or map header at the cursor; 0 when the value there is neither. */
-static int read_container(Cursor *c, int *is_map, size_t *count) {
-    if (remaining(c) < 1) return 0;
-    unsigned char marker = *c->at++;
-    if (marker >= 0x90 && marker <= 0x9F) {
-        *is_map = 0;
-        *count = marker & 0x0F;
-        return 1;
-    }
-    if (marker >= 0x80 && marker <= 0x8F) {
-        *is_map = 1;
-        *count = marker & 0x0F;
-        return 1;
-    }
-    *is_map = marker == 0xDE || marker == 0xDF;
-    if (marker == 0xDC || marker == 0xDE) return read_length(c, 2, count);
-    if (marker == 0xDD || marker == 0xDF) return read_length(c, 4, count);
-    return 0;
-}
 
 static int flags_of(const ExtName *name) {
     int flags = 0;
@@ -349,7 +347,7 @@ static PyObject *value_summary(PyObject *module, PyObject *arg) {
     const unsigned char *start = c.at;
     int ok, is_list = 0, flags = 0;
     size_t count = 0;
-    if (view.len > 0 && ((start[0] >= 0x90 && start[0] <= 0x9F) || start[0] == 0xDC || start[0] == 0xDD)) {
+    if (view.len > 0 && is_array_marker(start[0])) {
         int is_map;
         ok = read_container(&c, &is_map, &count) && count <= (size_t)PY_SSIZE_T_MAX;
         is_list = 1;
@@ -389,7 +387,7 @@ static int classify_messages(Cursor *c, int *kind, size_t *count, int *empty) {
             return 1;
         }
     }
-    if ((marker >= 0x90 && marker <= 0x9F) || marker == 0xDC || marker == 0xDD) {
+    if (is_array_marker(marker)) {
         int is_map;
         if (!read_container(c, &is_map, count) || !walk_items(c, *count, 0)) return 0;
         *kind = MESSAGES_LIST;
