@@ -27,11 +27,6 @@
 #define EXT_METHOD_SINGLE_ARG 3
 #define EXT_DELTA_SNAPSHOT 7
 
-/* Summary kinds of a checkpoint's messages value (see checkpoint_summary). */
-#define MESSAGES_ABSENT 0
-#define MESSAGES_LIST 1
-#define MESSAGES_SNAPSHOT 2
-#define MESSAGES_OTHER 3
 
 typedef struct {
     const char *text;
@@ -322,32 +317,13 @@ static PyObject *int_triple(Py_ssize_t first, Py_ssize_t second, Py_ssize_t thir
     return tuple;
 }
 
-/* A cursor over `arg`'s bytes: 1 when ready, 0 when the judge is not configured (the caller abstains),
-   -1 with a Python error when `arg` has no bytes. */
-static int open_cursor(PyObject *arg, Py_buffer *view, Cursor *c) {
+
+int inert_judge_value(const unsigned char *data, size_t size, InertValueFacts *facts) {
     if (trusted_package_count < 0) return 0;
-    if (inert_get_buffer(arg, view) < 0) return -1;
-    const unsigned char *start = view->buf;
-    *c = (Cursor){start, start + view->len, 0, 0};
-    return 1;
-}
-
-PyDoc_STRVAR(value_summary_doc,
-             "value_summary(data) -> (is_list, items, flags) | None\n\n"
-             "For one msgpack value that is well formed and names only trusted types: whether it is an array,\n"
-             "its length, and a bit per configured flagged type named by the value itself or by one of its\n"
-             "items. None when only the full inert decoder can judge it.");
-
-static PyObject *value_summary(PyObject *module, PyObject *arg) {
-    (void)module;
-    Py_buffer view;
-    Cursor c;
-    int opened = open_cursor(arg, &view, &c);
-    if (opened <= 0) return opened < 0 ? NULL : Py_NewRef(Py_None);
-    const unsigned char *start = c.at;
+    Cursor c = {data, data + size, 0, 0};
     int ok, is_list = 0, flags = 0;
     size_t count = 0;
-    if (view.len > 0 && is_array_marker(start[0])) {
+    if (size > 0 && is_array_marker(data[0])) {
         int is_map;
         ok = read_container(&c, &is_map, &count) && count <= (size_t)PY_SSIZE_T_MAX;
         is_list = 1;
@@ -362,10 +338,26 @@ static PyObject *value_summary(PyObject *module, PyObject *arg) {
         ok = walk(&c, &name);
         flags = flags_of(&name);
     }
-    ok = ok && c.at == c.end;
+    if (!ok || c.at != c.end) return 0;
+    *facts = (InertValueFacts){is_list, count, flags};
+    return 1;
+}
+
+PyDoc_STRVAR(value_summary_doc,
+             "value_summary(data) -> (is_list, items, flags) | None\n\n"
+             "For one msgpack value that is well formed and names only trusted types: whether it is an array,\n"
+             "its length, and a bit per configured flagged type named by the value itself or by one of its\n"
+             "items. None when only the full inert decoder can judge it.");
+
+static PyObject *value_summary(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer view;
+    if (inert_get_buffer(arg, &view) < 0) return NULL;
+    InertValueFacts facts;
+    int ok = inert_judge_value(view.buf, (size_t)view.len, &facts);
     inert_release_buffer(&view);
     if (!ok) Py_RETURN_NONE;
-    return int_triple(is_list, (Py_ssize_t)count, flags);
+    return int_triple(facts.is_list, (Py_ssize_t)facts.items, facts.flags);
 }
 
 /* The messages value of channel_values: its kind, a count (list length or snapshot payload size) and
@@ -398,19 +390,10 @@ static int classify_messages(Cursor *c, int *kind, size_t *count, int *empty) {
     return walk(c, NULL);
 }
 
-PyDoc_STRVAR(checkpoint_summary_doc,
-             "checkpoint_summary(data) -> (kind, count, empty, messages_version) | None\n\n"
-             "For a msgpack checkpoint mapping that is well formed and names only trusted types: what its\n"
-             "channel_values['messages'] holds (0 absent, 1 list, 2 snapshot, 3 other), the list length or\n"
-             "snapshot payload size, whether that holds no message, and channel_versions['messages'] when it\n"
-             "is a string. None when only the full inert decoder can judge it.");
 
-static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
-    (void)module;
-    Py_buffer view;
-    Cursor c;
-    int opened = open_cursor(arg, &view, &c);
-    if (opened <= 0) return opened < 0 ? NULL : Py_NewRef(Py_None);
+int inert_judge_checkpoint(const unsigned char *data, size_t size, InertCheckpointFacts *facts) {
+    if (trusted_package_count < 0) return 0;
+    Cursor c = {data, data + size, 0, 0};
     int kind = MESSAGES_ABSENT, empty = 0, is_map, seen_values = 0, seen_versions = 0, seen_version = 0;
     size_t count = 0, entries, fields;
     Span version = {NULL, 0};
@@ -426,10 +409,7 @@ static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
             continue;
         }
         /* A repeated key would make Python keep the last copy: leave such rows to the full decoder. */
-        if ((values && seen_values++) || (versions && seen_versions++)) {
-            ok = 0;
-            break;
-        }
+        if ((values && seen_values++) || (versions && seen_versions++)) return 0;
         ok = read_container(&c, &is_map, &entries) && is_map;
         c.depth = 2;
         for (size_t j = 0; ok && j < entries; j++) {
@@ -446,17 +426,35 @@ static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
         }
         c.depth = 1;
     }
-    ok = ok && c.at == c.end && count <= (size_t)PY_SSIZE_T_MAX;
+    if (!ok || c.at != c.end || count > (size_t)PY_SSIZE_T_MAX) return 0;
+    *facts = (InertCheckpointFacts){kind, count, empty, version.text, version.size};
+    return 1;
+}
+
+PyDoc_STRVAR(checkpoint_summary_doc,
+             "checkpoint_summary(data) -> (kind, count, empty, messages_version) | None\n\n"
+             "For a msgpack checkpoint mapping that is well formed and names only trusted types: what its\n"
+             "channel_values['messages'] holds (0 absent, 1 list, 2 snapshot, 3 other), the list length or\n"
+             "snapshot payload size, whether that holds no message, and channel_versions['messages'] when it\n"
+             "is a string. None when only the full inert decoder can judge it.");
+
+static PyObject *checkpoint_summary(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer view;
+    if (inert_get_buffer(arg, &view) < 0) return NULL;
+    InertCheckpointFacts facts;
     PyObject *result = NULL;
-    if (!ok) {
+    if (!inert_judge_checkpoint(view.buf, (size_t)view.len, &facts)) {
         result = Py_NewRef(Py_None);
     } else {
         /* The version is read from the buffer, so it is built before the buffer is released. */
-        PyObject *version_value = version.text != NULL ? PyUnicode_DecodeUTF8(version.text, version.size, "strict")
-                                                       : Py_NewRef(Py_None);
-        PyObject *kind_value = PyLong_FromLong(kind), *count_value = PyLong_FromSsize_t((Py_ssize_t)count);
+        PyObject *version_value = facts.version != NULL
+                                      ? PyUnicode_DecodeUTF8(facts.version, facts.version_size, "strict")
+                                      : Py_NewRef(Py_None);
+        PyObject *kind_value = PyLong_FromLong(facts.kind);
+        PyObject *count_value = PyLong_FromSsize_t((Py_ssize_t)facts.count);
         if (version_value != NULL && kind_value != NULL && count_value != NULL)
-            result = PyTuple_Pack(4, kind_value, count_value, empty ? Py_True : Py_False, version_value);
+            result = PyTuple_Pack(4, kind_value, count_value, facts.empty ? Py_True : Py_False, version_value);
         Py_XDECREF(version_value);
         Py_XDECREF(kind_value);
         Py_XDECREF(count_value);
@@ -514,11 +512,21 @@ PyDoc_STRVAR(metadata_summary_doc,
              "deerflow_checkpoint_channel_mode and counters_since_delta_snapshot['messages'][0:2], each None\n"
              "unless an integer (step, counters) or a string (source, mode). None when only Python can tell.");
 
+#ifdef INERT_SQLITE
+PyDoc_STRVAR(open_lineages_doc,
+             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes) -> LineageStream\n\n"
+             "Open `uri` read-only in one read transaction and stream its lineages as\n"
+             "(thread_id, checkpoint_ns, records, deferred_writes); see _inert_sqlite.c.");
+#endif
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, configure_doc},
     {"value_summary", value_summary, METH_O, value_summary_doc},
     {"checkpoint_summary", checkpoint_summary, METH_O, checkpoint_summary_doc},
     {"metadata_summary", inert_metadata_summary, METH_O, metadata_summary_doc},
+#ifdef INERT_SQLITE
+    {"open_lineages", inert_open_lineages, METH_VARARGS, open_lineages_doc},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -526,4 +534,10 @@ static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT, "_inert", "Compiled fast path for the inert msgpack judge.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__inert(void) { return PyModule_Create(&module_definition); }
+PyMODINIT_FUNC PyInit__inert(void) {
+    PyObject *module = PyModule_Create(&module_definition);
+#ifdef INERT_SQLITE
+    if (module != NULL && inert_add_sqlite_reader(module) < 0) Py_CLEAR(module);
+#endif
+    return module;
+}

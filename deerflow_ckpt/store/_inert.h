@@ -37,6 +37,40 @@ static inline int inert_valid_text(const unsigned char *s, size_t n) {
 /* The bytes of a bytes-like object; bytes objects skip the buffer protocol. */
 int inert_get_buffer(PyObject *arg, Py_buffer *view);
 void inert_release_buffer(Py_buffer *view);
+
+/* Summary kinds of a checkpoint's messages value (see checkpoint_summary). */
+#define MESSAGES_ABSENT 0
+#define MESSAGES_LIST 1
+#define MESSAGES_SNAPSHOT 2
+#define MESSAGES_OTHER 3
+
+/* The judges on raw bytes: 1 and the facts when the value is well formed and names only trusted types,
+   0 when only the Python decoder can tell (the caller then hands it the bytes). */
+typedef struct {
+    int is_list;
+    size_t items;
+    int flags;
+} InertValueFacts;
+int inert_judge_value(const unsigned char *data, size_t size, InertValueFacts *facts);
+
+typedef struct {
+    int kind;
+    size_t count;
+    int empty;
+    const char *version; /* channel_versions["messages"] inside the judged bytes; NULL when absent */
+    Py_ssize_t version_size;
+} InertCheckpointFacts;
+int inert_judge_checkpoint(const unsigned char *data, size_t size, InertCheckpointFacts *facts);
+
+/* metadata_summary's five objects (new references) into `facts`: 1 when read, 0 to abstain, -1 on a
+   Python error. */
+int inert_metadata_facts(const unsigned char *data, size_t size, PyObject *facts[5]);
 PyObject *inert_metadata_summary(PyObject *module, PyObject *arg);
+
+#ifdef INERT_SQLITE
+/* The compiled SQLite reader (_inert_sqlite.c), built where libsqlite3's header is found. */
+PyObject *inert_open_lineages(PyObject *module, PyObject *args);
+int inert_add_sqlite_reader(PyObject *module);
+#endif
 
 #endif

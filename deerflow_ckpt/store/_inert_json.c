@@ -291,34 +291,34 @@ static PyObject *string_or_none(const Value *value, PyObject **cache) {
 
 static PyObject *last_source, *last_mode;
 
-PyObject *inert_metadata_summary(PyObject *module, PyObject *arg) {
-    (void)module;
-    Py_buffer view;
-    if (inert_get_buffer(arg, &view) < 0) return NULL;
-    const unsigned char *start = view.buf;
-    Text t = {start, start + view.len, 0};
+int inert_metadata_facts(const unsigned char *data, size_t size, PyObject *facts[5]) {
+    Text t = {data, data + size, 0};
     Metadata metadata;
     memset(&metadata, 0, sizeof metadata);
     skip_space(&t);
     int ok = t.at < t.end && *t.at == '{' && read_container(&t, read_metadata_member, &metadata, 1);
     skip_space(&t);
-    ok = ok && t.at == t.end;
-    PyObject *result = NULL;
-    if (!ok) {
-        result = Py_NewRef(Py_None);
-    } else {
-        /* Built before the buffer is released: the strings point into it. */
-        PyObject *items[5] = {
-            integer_or_none(&metadata.step),
-            string_or_none(&metadata.source, &last_source),
-            string_or_none(&metadata.mode, &last_mode),
-            integer_or_none(&metadata.counters.updates),
-            integer_or_none(&metadata.counters.supersteps),
-        };
-        if (items[0] && items[1] && items[2] && items[3] && items[4])
-            result = PyTuple_Pack(5, items[0], items[1], items[2], items[3], items[4]);
-        for (int i = 0; i < 5; i++) Py_XDECREF(items[i]);
-    }
+    if (!ok || t.at != t.end) return 0;
+    facts[0] = integer_or_none(&metadata.step);
+    facts[1] = string_or_none(&metadata.source, &last_source);
+    facts[2] = string_or_none(&metadata.mode, &last_mode);
+    facts[3] = integer_or_none(&metadata.counters.updates);
+    facts[4] = integer_or_none(&metadata.counters.supersteps);
+    if (facts[0] && facts[1] && facts[2] && facts[3] && facts[4]) return 1;
+    for (int i = 0; i < 5; i++) Py_CLEAR(facts[i]);
+    return -1;
+}
+
+PyObject *inert_metadata_summary(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer view;
+    if (inert_get_buffer(arg, &view) < 0) return NULL;
+    PyObject *facts[5];
+    /* The strings are built while the buffer is held: they point into it. */
+    int read = inert_metadata_facts(view.buf, (size_t)view.len, facts);
     inert_release_buffer(&view);
+    if (read <= 0) return read < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *result = PyTuple_Pack(5, facts[0], facts[1], facts[2], facts[3], facts[4]);
+    for (int i = 0; i < 5; i++) Py_DECREF(facts[i]);
     return result;
 }

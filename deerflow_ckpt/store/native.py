@@ -9,6 +9,8 @@ takes the Python path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 from deerflow_ckpt.store.peek import OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE, TRUSTED_PACKAGES
 
@@ -32,14 +34,23 @@ CheckpointJudge = Callable[[bytes | memoryview], CheckpointSummary | None]
 MetadataReader = Callable[[bytes | memoryview], MetadataSummary | None]
 
 
-def _load_compiled() -> tuple[ValueJudge | None, CheckpointJudge | None, MetadataReader | None]:
+def _load_compiled() -> ModuleType | None:
     try:
         from deerflow_ckpt.store import _inert
     except ImportError:  # installed without a C compiler
-        return None, None, None
+        return None
     _inert.configure(TRUSTED_PACKAGES, (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))
-    return _inert.value_summary, _inert.checkpoint_summary, _inert.metadata_summary
+    return _inert
 
 
-value_summary, checkpoint_summary, metadata_summary = _load_compiled()
-AVAILABLE = value_summary is not None
+_compiled = _load_compiled()
+value_summary: ValueJudge | None = _compiled.value_summary if _compiled else None
+checkpoint_summary: CheckpointJudge | None = _compiled.checkpoint_summary if _compiled else None
+metadata_summary: MetadataReader | None = _compiled.metadata_summary if _compiled else None
+AVAILABLE = _compiled is not None
+# The compiled SQLite reader (_inert_sqlite.c), built only where libsqlite3's header was found. Its
+# lineages are (thread_id, checkpoint_ns, records, deferred writes): a record is a tuple of
+# CheckpointRecord's first fields, or (raw row, write counts) for record_from_row; a deferred write is
+# (record index, task_id, channel, type, value), counted but left to Python to judge.
+open_lineages: Callable[..., Any] | None = getattr(_compiled, "open_lineages", None)
+ReadError: type[Exception] = getattr(_compiled, "ReadError", RuntimeError)

@@ -28,8 +28,10 @@ from deerflow_ckpt.store.native import (
     MESSAGES_OTHER,
     MESSAGES_SNAPSHOT,
     CheckpointSummary,
+    ReadError,
     checkpoint_summary,
     metadata_summary,
+    open_lineages,
 )
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
@@ -45,7 +47,7 @@ from deerflow_ckpt.store.records import (
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
-from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes, fold_contents
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _WAL_VERSION_BYTES = slice(18, 20)  # file format read/write versions: 2 means WAL
@@ -91,12 +93,17 @@ def _check_openable(path: Path, immutable: bool) -> None:
         )
 
 
-def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
-    """A read-only connection: `mode=ro` (or the explicit immutable opt-in) on the resolved path."""
+def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
+    """The resolved path and its `mode=ro` URI (or the explicit immutable opt-in), checked openable."""
     path = target.path.expanduser().resolve()
     _check_openable(path, target.immutable)
     # as_uri() percent-encodes '?' and '#', which a hand-built "file:" string would misread.
-    uri = path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
+    return path, path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
+
+
+def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
+    """A read-only connection on readonly_uri(target), checked to hold LangGraph's two tables."""
+    path, uri = readonly_uri(target)
     try:
         connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA query_only = 1")
@@ -108,6 +115,33 @@ def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
         connection.close()
         raise StoreError(f"{path} is not a LangGraph checkpoint database (no {', '.join(sorted(missing))} table)")
     return connection
+
+
+# Columns the compiled reader keys and compares as stored bytes: with TEXT affinity they can hold only
+# NULL, TEXT or BLOB, whose SQLite order and equality it mirrors.
+_TEXT_COLUMNS = {
+    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "type"),
+    "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "channel", "type"),
+}
+
+
+def _has_text_affinity(declared: str) -> bool:
+    """SQLite's column affinity rules: a type naming INT is numeric, else CHAR, CLOB or TEXT make it text."""
+    declared = declared.upper()
+    return "INT" not in declared and any(word in declared for word in ("CHAR", "CLOB", "TEXT"))
+
+
+def keys_are_text(connection: sqlite3.Connection) -> bool:
+    """True when both tables are ordinary tables whose key columns have TEXT affinity (the savers' schema)."""
+    for table, columns in _TEXT_COLUMNS.items():
+        query = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?"
+        (sql,) = connection.execute(query, (table,)).fetchone()
+        if not isinstance(sql, str) or sql.upper().startswith("CREATE VIRTUAL"):
+            return False
+        declared = {row[1]: row[2] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if not all(_has_text_affinity(declared.get(column) or "") for column in columns):
+            return False
+    return True
 
 
 def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
@@ -274,12 +308,18 @@ def record_from_row(
 class SqliteCheckpointReader:
     """Streams lineages from one SQLite file; memory holds one thread at a time."""
 
-    def __init__(self, target: SqliteTarget, deep: bool = False) -> None:
+    def __init__(self, target: SqliteTarget, deep: bool = False, compiled: bool = True) -> None:
         self.target = target
         self.decoder = InertDecoder(deep=deep)
+        # The compiled reader where it was built and fits; `compiled=False` reads through Python (tests compare).
+        self.compiled = compiled
 
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         connection = connect_readonly(self.target)
+        if self.compiled and open_lineages is not None and not self.decoder.deep and keys_are_text(connection):
+            connection.close()
+            yield from self._stream_compiled(selection)
+            return
         try:
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
@@ -308,12 +348,31 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
+    def _stream_compiled(self, selection: ThreadSelection) -> Iterator[Lineage]:
+        """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
+        assert open_lineages is not None
+        path, uri = readonly_uri(self.target)
+        checkpoints_sql, writes_sql, parameters = _queries(selection)
+        decoder = self.decoder
+        try:
+            stream = open_lineages(uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND)
+        except ReadError as exc:
+            raise StoreError(f"cannot open {path} read-only: {exc}") from exc
+        try:
+            for thread_id, ns, rows, deferred in stream:
+                records = [CheckpointRecord(*row) if len(row) > 2 else _counted_record(row, decoder) for row in rows]
+                for index, task_id, channel, kind, data in deferred:
+                    fold_contents(records[index], task_id, channel, kind, data, decoder)
+                yield Lineage(thread_id, ns, records)
+        except ReadError as exc:
+            raise StoreError(f"reading {path} failed: {exc}") from exc
+        finally:
+            stream.close()
+
     def _stream(self, connection: sqlite3.Connection, selection: ThreadSelection) -> Iterator[Lineage]:
-        clauses, parameters = selection.conditions("thread_id", "?")
-        where = "WHERE " + " AND ".join(clauses) if clauses else ""
-        checkpoints = connection.execute(_CHECKPOINTS_SQL.format(where=where), parameters)
-        and_where = "AND " + " AND ".join(clauses) if clauses else ""
-        writes = connection.execute(_WRITES_SQL.format(and_where=and_where), parameters)
+        checkpoints_sql, writes_sql, parameters = _queries(selection)
+        checkpoints = connection.execute(checkpoints_sql, parameters)
+        writes = connection.execute(writes_sql, parameters)
         pending_write: tuple[Any, ...] | None = next(writes, None)
         current_key: tuple[str, str] | None = None
         # The raw columns of the previous row; a sentinel first, as a NULL column must still start a lineage.
@@ -335,6 +394,36 @@ class SqliteCheckpointReader:
         if current_key is not None:
             _attach_writes(records, current_key, writes, pending_write, decoder)
             yield Lineage(current_key[0], current_key[1], records)
+
+
+# The compiled reader's messages kinds (native.MESSAGES_*), as shapes.
+_SHAPES_BY_KIND = (Shape.ABSENT, Shape.LIST, Shape.SNAPSHOT, Shape.OTHER)
+
+
+def _queries(selection: ThreadSelection) -> tuple[str, str, list[str]]:
+    """The checkpoint and write queries limited to `selection`, and their parameters (the same for both)."""
+    clauses, parameters = selection.conditions("thread_id", "?")
+    where = "WHERE " + " AND ".join(clauses) if clauses else ""
+    and_where = "AND " + " AND ".join(clauses) if clauses else ""
+    return _CHECKPOINTS_SQL.format(where=where), _WRITES_SQL.format(and_where=and_where), parameters
+
+
+def _counted_record(entry: tuple[Any, ...], decoder: InertDecoder) -> CheckpointRecord:
+    """A row the compiled reader left to record_from_row, with the write counts it made."""
+    row, counts = entry
+    record = record_from_row(row, decoder)
+    (
+        record.message_write_rows,
+        record.message_write_tasks,
+        record.message_write_bytes,
+        record.message_write_items,
+        record.message_item_bytes,
+        record.other_write_rows,
+        record.other_write_bytes,
+        record.overwrite_written,
+        record.removal_written,
+    ) = counts
+    return record
 
 
 def _attach_writes(

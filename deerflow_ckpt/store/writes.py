@@ -108,7 +108,7 @@ class WriteFolder:
             is_list, items, flags = summary
             items = items if is_list else 1
         else:
-            is_list, items, flags = self._decode(record, task_id, channel, kind, data)
+            is_list, items, flags = judge_in_python(record, task_id, channel, kind, data, self._decoder)
         if channel != MESSAGES_CHANNEL:
             record.other_write_rows += 1
             record.other_write_bytes += size
@@ -118,27 +118,42 @@ class WriteFolder:
             self._counted_checkpoint, self._counted_task = checkpoint_id, task_id
             record.message_write_tasks += 1
         record.message_write_bytes += size
-        # A list write adds its elements to the channel; anything else (one message, an ext) is one item.
-        record.message_write_items += items
-        record.message_item_bytes += size - array_header_size(items) if is_list else size
-        if flags & OVERWRITE_FLAG:
-            record.overwrite_written = True
-        if flags & REMOVAL_FLAG:
-            record.removal_written = True
+        _add_items(record, size, is_list, items, flags)
 
-    def _decode(
-        self, record: CheckpointRecord, task_id: Any, channel: Any, kind: str | None, data: bytes | None
-    ) -> tuple[int, int, int]:
-        """The Python judge: problems onto the record, and the value summarized as value_summary does."""
-        problems: list[Problem] = []
-        value = check_typed_bytes(kind, data, "this write", problems, self._decoder)
-        if problems:
-            # Name the write only when there is something to say: this runs once per write row.
-            where = f"write {str(channel)!r} of task {task_id}"
-            record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
-        types = _named_types(value)
-        flags = OVERWRITE_FLAG if OVERWRITE_TYPE in types else 0
-        flags |= REMOVAL_FLAG if REMOVE_MESSAGE_TYPE in types else 0
-        if type(value) is list:
-            return 1, len(value), flags
-        return 0, 1, flags
+
+def _add_items(record: CheckpointRecord, size: int, is_list: int, items: int, flags: int) -> None:
+    """What a messages write holds: a list adds its elements to the channel, anything else one item."""
+    record.message_write_items += items
+    record.message_item_bytes += size - array_header_size(items) if is_list else size
+    if flags & OVERWRITE_FLAG:
+        record.overwrite_written = True
+    if flags & REMOVAL_FLAG:
+        record.removal_written = True
+
+
+def judge_in_python(
+    record: CheckpointRecord, task_id: Any, channel: Any, kind: str | None, data: bytes | None, decoder: InertDecoder
+) -> tuple[int, int, int]:
+    """The Python judge: problems onto the record, and the value summarized as value_summary does."""
+    problems: list[Problem] = []
+    value = check_typed_bytes(kind, data, "this write", problems, decoder)
+    if problems:
+        # Name the write only when there is something to say: this runs once per write row.
+        where = f"write {str(channel)!r} of task {task_id}"
+        record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
+    types = _named_types(value)
+    flags = OVERWRITE_FLAG if OVERWRITE_TYPE in types else 0
+    flags |= REMOVAL_FLAG if REMOVE_MESSAGE_TYPE in types else 0
+    if type(value) is list:
+        return 1, len(value), flags
+    return 0, 1, flags
+
+
+def fold_contents(
+    record: CheckpointRecord, task_id: Any, channel: Any, kind: str | None, data: bytes | None, decoder: InertDecoder
+) -> None:
+    """The part of WriteFolder.add the compiled SQLite reader leaves to Python: a write it counted but
+    could not judge is decoded here, and what it holds is added to the record."""
+    summary = judge_in_python(record, task_id, channel, kind, data, decoder)
+    if channel == MESSAGES_CHANNEL:
+        _add_items(record, len(data) if data is not None else 0, *summary)

@@ -1,0 +1,588 @@
+/* The compiled SQLite reader: streams a LangGraph checkpoint database lineage by lineage and judges each
+   row where SQLite holds it, so the blobs never become Python objects.
+
+   It runs the same two ordered queries as sqlite.py's Python reader, on its own read-only connection
+   (the URI sqlite.py built, in one read transaction), and returns per lineage what that reader would
+   build: one tuple per checkpoint in CheckpointRecord's constructor order when both judges vouch for
+   the row, and otherwise the row exactly as Python's sqlite3 module returns it, for record_from_row.
+   Write rows are matched to their checkpoint and counted here; a write the value judge cannot vouch for
+   is handed back whole, and Python decodes it and adds what it holds. Key columns must have TEXT
+   affinity (sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
+
+   Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
+   records with the Python reader's on every fixture. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_inert.h"
+
+#define BUSY_TIMEOUT_MS 5000 /* what Python's sqlite3.connect waits by default */
+#define SIGNAL_CHECK_ROWS 4096
+
+/* The columns of sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
+enum { CK_THREAD, CK_NS, CK_ID, CK_PARENT, CK_TYPE, CK_DATA, CK_METADATA, CK_COLUMNS };
+enum { WR_THREAD, WR_NS, WR_CHECKPOINT, WR_TASK, WR_CHANNEL, WR_TYPE, WR_VALUE };
+
+/* CheckpointRecord's constructor arguments, in order, up to snapshot_bytes. */
+enum {
+    R_THREAD, R_NS, R_ID, R_PARENT, R_STEP, R_SOURCE, R_MODE, R_UPDATES, R_SUPERSTEPS, R_MESSAGES, R_VERSION,
+    R_SEED_EMPTY, R_WRITE_ROWS, R_WRITE_TASKS, R_WRITE_BYTES, R_WRITE_ITEMS, R_ITEM_BYTES, R_OTHER_ROWS,
+    R_OTHER_BYTES, R_OVERWRITE, R_REMOVAL, R_CHECKPOINT_BYTES, R_METADATA_BYTES, R_SNAPSHOT_BYTES, R_FIELDS
+};
+#define WRITE_COUNTS (R_REMOVAL - R_WRITE_ROWS + 1)
+
+static PyObject *ReadError;
+static const unsigned char no_bytes[1] = {0};
+
+/* A column's storage class and bytes, valid until its statement steps. */
+typedef struct {
+    int type;
+    const unsigned char *bytes;
+    size_t size;
+} Key;
+
+/* One checkpoint of the lineage being read. */
+typedef struct {
+    PyObject *fields; /* the record tuple when `clean`, else the raw row */
+    int clean;
+    int id_type;
+    size_t id_offset, id_size; /* the checkpoint id's bytes in the arena */
+    Py_ssize_t counts[WRITE_COUNTS - 2];
+    int overwrite, removal;
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    sqlite3 *db;
+    sqlite3_stmt *checkpoints, *writes;
+    int checkpoint_row, write_row; /* 1 while the statement holds a row not yet consumed */
+    PyObject *shapes[4];           /* MessagesShape members by judge kind */
+    Entry *entries;
+    size_t entry_count, entry_capacity;
+    unsigned char *arena; /* the lineage key and the checkpoint ids of the lineage */
+    size_t arena_size, arena_capacity;
+    size_t *slots; /* open-addressing table of entry index + 1 by checkpoint id */
+    size_t slot_mask;
+    unsigned char *task; /* the last task counted as writing messages */
+    size_t task_size, task_capacity;
+    int task_type;
+    Py_ssize_t counted_entry;
+    unsigned long rows;
+} Stream;
+
+static int read_failed(Stream *s, int code) {
+    PyErr_Format(ReadError, "%s", code == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(s->db));
+    return -1;
+}
+
+static int grow(void **buffer, size_t *capacity, size_t needed, size_t item) {
+    if (needed <= *capacity) return 0;
+    size_t capacity_now = *capacity ? *capacity : 64;
+    while (capacity_now < needed) capacity_now *= 2;
+    void *grown = PyMem_Realloc(*buffer, capacity_now * item);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buffer = grown;
+    *capacity = capacity_now;
+    return 0;
+}
+
+/* The column as a Key. Text must be UTF-8, as Python's sqlite3 module requires of every text it returns. */
+static int column_key(sqlite3_stmt *statement, int column, Key *key) {
+    key->type = sqlite3_column_type(statement, column);
+    if (key->type == SQLITE_NULL) {
+        *key = (Key){SQLITE_NULL, no_bytes, 0};
+        return 0;
+    }
+    if (key->type == SQLITE_TEXT) {
+        key->bytes = sqlite3_column_text(statement, column);
+    } else if (key->type == SQLITE_BLOB) {
+        key->bytes = sqlite3_column_blob(statement, column);
+    } else {
+        PyErr_Format(ReadError, "column %s holds a number although its type is TEXT",
+                     sqlite3_column_name(statement, column));
+        return -1;
+    }
+    key->size = (size_t)sqlite3_column_bytes(statement, column);
+    if (key->bytes == NULL) {
+        if (key->size != 0) return PyErr_NoMemory(), -1;
+        key->bytes = no_bytes;
+    }
+    if (key->type == SQLITE_TEXT && !inert_valid_text(key->bytes, key->size)) {
+        PyErr_Format(ReadError, "Could not decode to UTF-8 column '%s'", sqlite3_column_name(statement, column));
+        return -1;
+    }
+    return 0;
+}
+
+/* checkpoint_ns as sqlite.py keys lineages: `ns or ""`, so NULL and empty values are the empty text. */
+static void normalize_ns(Key *key) {
+    if (key->size == 0) *key = (Key){SQLITE_TEXT, no_bytes, 0};
+}
+
+static int keys_equal(const Key *a, const Key *b) {
+    return a->type == b->type && a->size == b->size && memcmp(a->bytes, b->bytes, a->size) == 0;
+}
+
+/* SQLite's ORDER BY for NULL, TEXT and BLOB under the BINARY collation. */
+static int compare_keys(const Key *a, const Key *b) {
+    if (a->type != b->type) {
+        int rank_a = a->type == SQLITE_NULL ? 0 : a->type == SQLITE_TEXT ? 1 : 2;
+        int rank_b = b->type == SQLITE_NULL ? 0 : b->type == SQLITE_TEXT ? 1 : 2;
+        return rank_a < rank_b ? -1 : 1;
+    }
+    size_t common = a->size < b->size ? a->size : b->size;
+    int order = common ? memcmp(a->bytes, b->bytes, common) : 0;
+    if (order != 0) return order;
+    return a->size < b->size ? -1 : a->size > b->size;
+}
+
+static int is_text(const Key *key, const char *text, size_t size) {
+    return key->type == SQLITE_TEXT && key->size == size && memcmp(key->bytes, text, size) == 0;
+}
+
+/* The value Python's sqlite3 module returns for a column. */
+static PyObject *column_value(sqlite3_stmt *statement, int column) {
+    switch (sqlite3_column_type(statement, column)) {
+    case SQLITE_NULL:
+        return Py_NewRef(Py_None);
+    case SQLITE_INTEGER:
+        return PyLong_FromLongLong(sqlite3_column_int64(statement, column));
+    case SQLITE_FLOAT:
+        return PyFloat_FromDouble(sqlite3_column_double(statement, column));
+    case SQLITE_TEXT: {
+        Key key;
+        if (column_key(statement, column, &key) < 0) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)key.bytes, (Py_ssize_t)key.size, "strict");
+    }
+    default: {
+        const void *blob = sqlite3_column_blob(statement, column);
+        int size = sqlite3_column_bytes(statement, column);
+        if (blob == NULL && size != 0) return PyErr_NoMemory();
+        return PyBytes_FromStringAndSize(blob ? blob : (const void *)no_bytes, size);
+    }
+    }
+}
+
+static PyObject *key_value(const Key *key) {
+    if (key->type == SQLITE_NULL) return Py_NewRef(Py_None);
+    if (key->type == SQLITE_TEXT) return PyUnicode_DecodeUTF8((const char *)key->bytes, (Py_ssize_t)key->size, "strict");
+    return PyBytes_FromStringAndSize((const char *)key->bytes, (Py_ssize_t)key->size);
+}
+
+static int step(Stream *s, sqlite3_stmt *statement, int *has_row) {
+    int code = sqlite3_step(statement);
+    if (code == SQLITE_ROW) {
+        *has_row = 1;
+        return 0;
+    }
+    *has_row = 0;
+    return code == SQLITE_DONE ? 0 : read_failed(s, code);
+}
+
+/* The bytes of a payload column (CAST to BLOB in the query): 0 when NULL. */
+static int payload(sqlite3_stmt *statement, int column, const unsigned char **bytes, size_t *size) {
+    if (sqlite3_column_type(statement, column) == SQLITE_NULL) return 0;
+    *bytes = sqlite3_column_blob(statement, column);
+    *size = (size_t)sqlite3_column_bytes(statement, column);
+    if (*bytes == NULL) *bytes = no_bytes;
+    return 1;
+}
+
+static PyObject *raw_row(sqlite3_stmt *statement) {
+    PyObject *row = PyTuple_New(CK_COLUMNS);
+    for (int column = 0; row != NULL && column < CK_COLUMNS; column++) {
+        PyObject *value = column_value(statement, column);
+        if (value == NULL) Py_CLEAR(row);
+        else PyTuple_SET_ITEM(row, column, value);
+    }
+    return row;
+}
+
+/* The record tuple of a row both judges vouch for; NULL with no error when one abstains. */
+static PyObject *clean_record(Stream *s, PyObject *thread, PyObject *ns) {
+    sqlite3_stmt *st = s->checkpoints;
+    Key kind;
+    const unsigned char *data, *metadata;
+    size_t data_size, metadata_size;
+    if (column_key(st, CK_TYPE, &kind) < 0) return NULL;
+    if (!is_text(&kind, "msgpack", 7) || !payload(st, CK_DATA, &data, &data_size) ||
+        !payload(st, CK_METADATA, &metadata, &metadata_size))
+        return NULL;
+    InertCheckpointFacts facts;
+    if (!inert_judge_checkpoint(data, data_size, &facts)) return NULL;
+    PyObject *read[5];
+    int metadata_read = inert_metadata_facts(metadata, metadata_size, read);
+    if (metadata_read <= 0) return NULL;
+    PyObject *record = PyTuple_New(R_FIELDS);
+    if (record == NULL) {
+        for (int i = 0; i < 5; i++) Py_DECREF(read[i]);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(record, R_THREAD, Py_NewRef(thread));
+    PyTuple_SET_ITEM(record, R_NS, Py_NewRef(ns));
+    for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(record, R_STEP + i, read[i]);
+    PyTuple_SET_ITEM(record, R_MESSAGES, Py_NewRef(s->shapes[facts.kind]));
+    int empty = facts.kind == MESSAGES_LIST ? facts.count == 0 : facts.kind == MESSAGES_SNAPSHOT && facts.empty;
+    PyTuple_SET_ITEM(record, R_SEED_EMPTY, Py_NewRef(empty ? Py_True : Py_False));
+    PyObject *values[] = {
+        column_value(st, CK_ID),
+        column_value(st, CK_PARENT),
+        facts.version ? PyUnicode_DecodeUTF8(facts.version, facts.version_size, "strict") : Py_NewRef(Py_None),
+        PyLong_FromSize_t(data_size),
+        PyLong_FromSize_t(metadata_size),
+        PyLong_FromSize_t(facts.kind == MESSAGES_SNAPSHOT ? facts.count : 0),
+    };
+    int positions[] = {R_ID, R_PARENT, R_VERSION, R_CHECKPOINT_BYTES, R_METADATA_BYTES, R_SNAPSHOT_BYTES};
+    int failed = 0;
+    for (int i = 0; i < 6; i++) {
+        if (values[i] == NULL) failed = 1;
+        else PyTuple_SET_ITEM(record, positions[i], values[i]);
+    }
+    if (failed) Py_CLEAR(record); /* tuple dealloc skips the slots never set */
+    return record;
+}
+
+static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
+    sqlite3_stmt *st = s->checkpoints;
+    Key id;
+    if (column_key(st, CK_ID, &id) < 0) return -1;
+    if (grow((void **)&s->entries, &s->entry_capacity, s->entry_count + 1, sizeof(Entry)) < 0 ||
+        grow((void **)&s->arena, &s->arena_capacity, s->arena_size + id.size, 1) < 0)
+        return -1;
+    Entry *entry = &s->entries[s->entry_count];
+    memset(entry, 0, sizeof *entry);
+    entry->id_type = id.type;
+    entry->id_offset = s->arena_size;
+    entry->id_size = id.size;
+    memcpy(s->arena + s->arena_size, id.bytes, id.size);
+    s->arena_size += id.size;
+    entry->fields = clean_record(s, thread, ns);
+    if (entry->fields != NULL) {
+        entry->clean = 1;
+    } else {
+        if (PyErr_Occurred()) return -1;
+        entry->fields = raw_row(st);
+        if (entry->fields == NULL) return -1;
+    }
+    s->entry_count++;
+    return 0;
+}
+
+static uint64_t key_hash(int type, const unsigned char *bytes, size_t size) {
+    uint64_t hash = 1469598103934665603ULL ^ (uint64_t)type;
+    for (size_t i = 0; i < size; i++) hash = (hash ^ bytes[i]) * 1099511628211ULL;
+    return hash;
+}
+
+static int entry_has_key(const Stream *s, const Entry *entry, const Key *key) {
+    return entry->id_type == key->type && entry->id_size == key->size &&
+           memcmp(s->arena + entry->id_offset, key->bytes, key->size) == 0;
+}
+
+/* The slot for `key`: the one holding it, or the empty one where it belongs. */
+static size_t *slot_for(Stream *s, const Key *key) {
+    size_t at = (size_t)key_hash(key->type, key->bytes, key->size) & s->slot_mask;
+    while (s->slots[at] != 0 && !entry_has_key(s, &s->entries[s->slots[at] - 1], key)) at = (at + 1) & s->slot_mask;
+    return &s->slots[at];
+}
+
+/* Index the lineage's checkpoints by id; a repeated id maps to its last row, as a dict would. */
+static int index_entries(Stream *s) {
+    size_t size = 16;
+    while (size < s->entry_count * 2) size *= 2;
+    size_t *slots = PyMem_Realloc(s->slots, size * sizeof(size_t));
+    if (slots == NULL) return PyErr_NoMemory(), -1;
+    memset(slots, 0, size * sizeof(size_t));
+    s->slots = slots;
+    s->slot_mask = size - 1;
+    for (size_t i = 0; i < s->entry_count; i++) {
+        Entry *entry = &s->entries[i];
+        Key key = {entry->id_type, s->arena + entry->id_offset, entry->id_size};
+        *slot_for(s, &key) = i + 1;
+    }
+    return 0;
+}
+
+/* msgpack's array header length, as peek.array_header_size: what a list write adds around its items. */
+static size_t array_header_size(size_t items) { return items < 16 ? 1 : items < 65536 ? 3 : 5; }
+
+/* Fold one write row of the lineage into its checkpoint's counts, as writes.WriteFolder.add does. */
+static int fold_write(Stream *s, PyObject *deferred) {
+    sqlite3_stmt *st = s->writes;
+    Key checkpoint, task, channel, kind;
+    if (column_key(st, WR_CHECKPOINT, &checkpoint) < 0 || column_key(st, WR_TASK, &task) < 0 ||
+        column_key(st, WR_CHANNEL, &channel) < 0 || column_key(st, WR_TYPE, &kind) < 0)
+        return -1;
+    size_t slot = *slot_for(s, &checkpoint);
+    if (slot == 0) return 0; /* a write of a checkpoint this lineage does not have */
+    Entry *entry = &s->entries[slot - 1];
+    const unsigned char *data = NULL;
+    size_t size = 0;
+    int has_data = payload(st, WR_VALUE, &data, &size);
+    InertValueFacts facts;
+    int judged = has_data && is_text(&kind, "msgpack", 7) && inert_judge_value(data, size, &facts);
+    if (!judged) {
+        PyObject *row = Py_BuildValue("(nNNNN)", (Py_ssize_t)(slot - 1), column_value(st, WR_TASK),
+                                      column_value(st, WR_CHANNEL), column_value(st, WR_TYPE),
+                                      column_value(st, WR_VALUE));
+        if (row == NULL || PyList_Append(deferred, row) < 0) {
+            Py_XDECREF(row);
+            return -1;
+        }
+        Py_DECREF(row);
+    }
+    Py_ssize_t *counts = entry->counts;
+    if (!is_text(&channel, "messages", 8)) {
+        counts[R_OTHER_ROWS - R_WRITE_ROWS]++;
+        counts[R_OTHER_BYTES - R_WRITE_ROWS] += (Py_ssize_t)size;
+        return 0;
+    }
+    counts[0]++;
+    /* A task's rows are adjacent (the query orders by checkpoint, task, idx): count each task once. */
+    Py_ssize_t index = (Py_ssize_t)(slot - 1);
+    int same_checkpoint = s->counted_entry == index || (s->counted_entry < 0 && checkpoint.type == SQLITE_NULL);
+    int same_task = task.type == s->task_type && task.size == s->task_size &&
+                    (task.size == 0 || memcmp(task.bytes, s->task, task.size) == 0);
+    if (!same_checkpoint || !same_task) {
+        if (grow((void **)&s->task, &s->task_capacity, task.size, 1) < 0) return -1;
+        if (task.size) memcpy(s->task, task.bytes, task.size);
+        s->task_size = task.size;
+        s->task_type = task.type;
+        s->counted_entry = index;
+        counts[R_WRITE_TASKS - R_WRITE_ROWS]++;
+    }
+    counts[R_WRITE_BYTES - R_WRITE_ROWS] += (Py_ssize_t)size;
+    if (!judged) return 0; /* Python adds what the value holds */
+    size_t items = facts.is_list ? facts.items : 1;
+    counts[R_WRITE_ITEMS - R_WRITE_ROWS] += (Py_ssize_t)items;
+    counts[R_ITEM_BYTES - R_WRITE_ROWS] += (Py_ssize_t)(facts.is_list ? size - array_header_size(items) : size);
+    if (facts.flags & 1) entry->overwrite = 1;
+    if (facts.flags & 2) entry->removal = 1;
+    return 0;
+}
+
+/* (thread_id, checkpoint_ns) of the current row of `statement`, checkpoint_ns normalized. */
+static int lineage_key(sqlite3_stmt *statement, Key *thread, Key *ns) {
+    if (column_key(statement, 0, thread) < 0 || column_key(statement, 1, ns) < 0) return -1;
+    normalize_ns(ns);
+    return 0;
+}
+
+static int compare_lineages(const Key *thread_a, const Key *ns_a, const Key *thread_b, const Key *ns_b) {
+    int order = compare_keys(thread_a, thread_b);
+    return order != 0 ? order : compare_keys(ns_a, ns_b);
+}
+
+/* The counts of an entry as Python objects, into `into` from `at`. */
+static int set_counts(const Entry *entry, PyObject *into, Py_ssize_t at) {
+    for (int i = 0; i < WRITE_COUNTS - 2; i++) {
+        PyObject *count = PyLong_FromSsize_t(entry->counts[i]);
+        if (count == NULL) return -1;
+        PyTuple_SET_ITEM(into, at + i, count);
+    }
+    PyTuple_SET_ITEM(into, at + WRITE_COUNTS - 2, Py_NewRef(entry->overwrite ? Py_True : Py_False));
+    PyTuple_SET_ITEM(into, at + WRITE_COUNTS - 1, Py_NewRef(entry->removal ? Py_True : Py_False));
+    return 0;
+}
+
+static void clear_entries(Stream *s) {
+    for (size_t i = 0; i < s->entry_count; i++) Py_CLEAR(s->entries[i].fields);
+    s->entry_count = 0;
+    s->arena_size = 0;
+}
+
+/* The lineage's list of records: clean tuples completed with their counts, raw rows as (row, counts). */
+static PyObject *finish_entries(Stream *s) {
+    PyObject *records = PyList_New((Py_ssize_t)s->entry_count);
+    if (records == NULL) return NULL;
+    for (size_t i = 0; i < s->entry_count; i++) {
+        Entry *entry = &s->entries[i];
+        PyObject *item;
+        if (entry->clean) {
+            if (set_counts(entry, entry->fields, R_WRITE_ROWS) < 0) goto failed;
+            item = entry->fields;
+        } else {
+            PyObject *counts = PyTuple_New(WRITE_COUNTS);
+            if (counts == NULL || set_counts(entry, counts, 0) < 0) {
+                Py_XDECREF(counts);
+                goto failed;
+            }
+            item = PyTuple_Pack(2, entry->fields, counts);
+            Py_DECREF(counts);
+            if (item == NULL) goto failed;
+            Py_DECREF(entry->fields);
+        }
+        entry->fields = NULL;
+        PyList_SET_ITEM(records, (Py_ssize_t)i, item);
+    }
+    return records;
+failed:
+    Py_DECREF(records);
+    return NULL;
+}
+
+static PyObject *next_lineage(Stream *s) {
+    if (s->db == NULL || !s->checkpoint_row) return NULL; /* StopIteration */
+    Key thread, ns;
+    if (lineage_key(s->checkpoints, &thread, &ns) < 0) return NULL;
+    PyObject *thread_value = key_value(&thread), *ns_value = key_value(&ns), *deferred = PyList_New(0);
+    PyObject *records = NULL, *result = NULL;
+    if (thread_value == NULL || ns_value == NULL || deferred == NULL) goto done;
+    /* The key is kept at the start of the arena: the statement's own bytes go with the next step. */
+    size_t key_size = thread.size + ns.size;
+    clear_entries(s);
+    if (grow((void **)&s->arena, &s->arena_capacity, key_size, 1) < 0) goto done;
+    memcpy(s->arena, thread.bytes, thread.size);
+    memcpy(s->arena + thread.size, ns.bytes, ns.size);
+    s->arena_size = key_size;
+    int thread_type = thread.type, ns_type = ns.type;
+    size_t thread_size = thread.size, ns_size = ns.size;
+    for (;;) {
+        if (add_checkpoint(s, thread_value, ns_value) < 0 || step(s, s->checkpoints, &s->checkpoint_row) < 0) goto done;
+        if (++s->rows % SIGNAL_CHECK_ROWS == 0 && PyErr_CheckSignals() < 0) goto done;
+        if (!s->checkpoint_row) break;
+        Key next_thread, next_ns;
+        if (lineage_key(s->checkpoints, &next_thread, &next_ns) < 0) goto done;
+        Key lineage_thread = {thread_type, s->arena, thread_size}, lineage_ns = {ns_type, s->arena + thread_size, ns_size};
+        if (!keys_equal(&next_thread, &lineage_thread) || !keys_equal(&next_ns, &lineage_ns)) break;
+    }
+    if (index_entries(s) < 0) goto done;
+    s->task_type = SQLITE_NULL;
+    s->task_size = 0;
+    s->counted_entry = -1;
+    while (s->write_row) {
+        Key write_thread, write_ns;
+        if (lineage_key(s->writes, &write_thread, &write_ns) < 0) goto done;
+        Key lineage_thread = {thread_type, s->arena, thread_size}, lineage_ns = {ns_type, s->arena + thread_size, ns_size};
+        int order = compare_lineages(&write_thread, &write_ns, &lineage_thread, &lineage_ns);
+        if (order > 0) break;
+        if (order == 0 && fold_write(s, deferred) < 0) goto done;
+        if (step(s, s->writes, &s->write_row) < 0) goto done;
+        if (++s->rows % SIGNAL_CHECK_ROWS == 0 && PyErr_CheckSignals() < 0) goto done;
+    }
+    records = finish_entries(s);
+    if (records != NULL) result = PyTuple_Pack(4, thread_value, ns_value, records, deferred);
+done:
+    clear_entries(s);
+    Py_XDECREF(thread_value);
+    Py_XDECREF(ns_value);
+    Py_XDECREF(deferred);
+    Py_XDECREF(records);
+    return result;
+}
+
+static void close_stream(Stream *s) {
+    clear_entries(s);
+    sqlite3_finalize(s->checkpoints);
+    sqlite3_finalize(s->writes);
+    s->checkpoints = s->writes = NULL;
+    if (s->db != NULL) sqlite3_close_v2(s->db); /* a read transaction just ends; nothing was written */
+    s->db = NULL;
+    s->checkpoint_row = s->write_row = 0;
+}
+
+static PyObject *stream_close(PyObject *self, PyObject *unused) {
+    (void)unused;
+    close_stream((Stream *)self);
+    Py_RETURN_NONE;
+}
+
+static void stream_dealloc(PyObject *self) {
+    Stream *s = (Stream *)self;
+    close_stream(s);
+    for (int i = 0; i < 4; i++) Py_CLEAR(s->shapes[i]);
+    PyMem_Free(s->entries);
+    PyMem_Free(s->arena);
+    PyMem_Free(s->slots);
+    PyMem_Free(s->task);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *stream_next(PyObject *self) { return next_lineage((Stream *)self); }
+
+static PyMethodDef stream_methods[] = {
+    {"close", stream_close, METH_NOARGS, "Finish the read transaction and close the connection."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "deerflow_ckpt.store._inert.LineageStream",
+    .tp_basicsize = sizeof(Stream),
+    .tp_dealloc = stream_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Lineages of a checkpoint database, from open_lineages().",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = stream_next,
+    .tp_methods = stream_methods,
+};
+
+static int prepare(Stream *s, const char *sql, PyObject *parameters, sqlite3_stmt **statement) {
+    int code = sqlite3_prepare_v2(s->db, sql, -1, statement, NULL);
+    if (code != SQLITE_OK) return read_failed(s, code);
+    if (PyTuple_GET_SIZE(parameters) != sqlite3_bind_parameter_count(*statement)) {
+        PyErr_SetString(PyExc_ValueError, "parameter count does not match the query");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++) {
+        Py_ssize_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parameters, i), &size);
+        if (text == NULL) return -1;
+        code = sqlite3_bind_text64(*statement, (int)i + 1, text, (sqlite3_uint64)size, SQLITE_TRANSIENT, SQLITE_UTF8);
+        if (code != SQLITE_OK) return read_failed(s, code);
+    }
+    return 0;
+}
+
+static int execute(Stream *s, const char *sql) {
+    int code = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return code == SQLITE_OK ? 0 : read_failed(s, code);
+}
+
+PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
+    (void)module;
+    const char *uri, *checkpoints_sql, *writes_sql;
+    PyObject *parameters, *shapes;
+    if (!PyArg_ParseTuple(args, "sssO!O!", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
+                          &PyTuple_Type, &shapes))
+        return NULL;
+    if (PyTuple_GET_SIZE(shapes) != 4) return PyErr_Format(PyExc_ValueError, "four shapes are needed");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(parameters, i)))
+            return PyErr_Format(PyExc_TypeError, "parameters must be str");
+    Stream *s = PyObject_New(Stream, &StreamType);
+    if (s == NULL) return NULL;
+    memset((char *)s + sizeof(PyObject), 0, sizeof(Stream) - sizeof(PyObject));
+    for (int i = 0; i < 4; i++) s->shapes[i] = Py_NewRef(PyTuple_GET_ITEM(shapes, i));
+    int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    if (code != SQLITE_OK) {
+        if (s->db == NULL) PyErr_NoMemory();
+        else read_failed(s, code);
+        goto failed;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    /* One read transaction: a consistent snapshot while a live writer carries on. */
+    if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
+        prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||
+        prepare(s, writes_sql, parameters, &s->writes) < 0 || step(s, s->checkpoints, &s->checkpoint_row) < 0 ||
+        step(s, s->writes, &s->write_row) < 0)
+        goto failed;
+    return (PyObject *)s;
+failed:
+    Py_DECREF(s);
+    return NULL;
+}
+
+int inert_add_sqlite_reader(PyObject *module) {
+    if (PyType_Ready(&StreamType) < 0) return -1;
+    ReadError = PyErr_NewException("deerflow_ckpt.store._inert.ReadError", NULL, NULL);
+    if (ReadError == NULL) return -1;
+    if (PyModule_AddObjectRef(module, "ReadError", ReadError) < 0) return -1;
+    return PyModule_AddObjectRef(module, "LineageStream", (PyObject *)&StreamType);
+}
