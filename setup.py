@@ -14,18 +14,21 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, LinkError
 
 SQLITE_READER = "deerflow_ckpt/store/_inert_sqlite.c"
-SQLITE_PROBE = "#include <sqlite3.h>\nint main(void) { return sqlite3_libversion_number() > 0 ? 0 : 1; }\n"
+SQLITE_PROBE = "#include <sqlite3.h>\nint probe(void) { return sqlite3_libversion_number(); }\n"
 
 
 def _links_sqlite(compiler: Any) -> bool:
-    """True when a program that includes sqlite3.h compiles and links against libsqlite3."""
+    """True when code that includes sqlite3.h compiles and links against libsqlite3.
+
+    Linked as a shared object, as the extension is: the build's CFLAGS (a sanitizer, say) apply there too.
+    """
     with tempfile.TemporaryDirectory() as scratch:
         source = os.path.join(scratch, "probe.c")
         with open(source, "w") as probe:
             probe.write(SQLITE_PROBE)
         try:
             objects = compiler.compile([source], output_dir=scratch)
-            compiler.link_executable(objects, os.path.join(scratch, "probe"), libraries=["sqlite3"])
+            compiler.link_shared_object(objects, os.path.join(scratch, "probe.so"), libraries=["sqlite3"])
         except (CompileError, LinkError):
             return False
     return True

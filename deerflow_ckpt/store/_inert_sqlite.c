@@ -313,13 +313,23 @@ static int index_entries(Stream *s) {
 /* msgpack's array header length, as peek.array_header_size: what a list write adds around its items. */
 static size_t array_header_size(size_t items) { return items < 16 ? 1 : items < 65536 ? 3 : 5; }
 
-/* Fold one write row of the lineage into its checkpoint's counts, as writes.WriteFolder.add does. */
-static int fold_write(Stream *s, PyObject *deferred) {
-    sqlite3_stmt *st = s->writes;
+/* A write row's text columns after the lineage key, read (and so checked) as Python's sqlite3 module
+   reads every row it fetches, whether or not the row is folded. */
+typedef struct {
     Key checkpoint, task, channel, kind;
-    if (column_key(st, WR_CHECKPOINT, &checkpoint) < 0 || column_key(st, WR_TASK, &task) < 0 ||
-        column_key(st, WR_CHANNEL, &channel) < 0 || column_key(st, WR_TYPE, &kind) < 0)
-        return -1;
+} WriteKeys;
+
+static int write_keys(sqlite3_stmt *st, WriteKeys *keys) {
+    return column_key(st, WR_CHECKPOINT, &keys->checkpoint) < 0 || column_key(st, WR_TASK, &keys->task) < 0 ||
+                   column_key(st, WR_CHANNEL, &keys->channel) < 0 || column_key(st, WR_TYPE, &keys->kind) < 0
+               ? -1
+               : 0;
+}
+
+/* Fold one write row of the lineage into its checkpoint's counts, as writes.WriteFolder.add does. */
+static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
+    sqlite3_stmt *st = s->writes;
+    Key checkpoint = keys->checkpoint, task = keys->task, channel = keys->channel, kind = keys->kind;
     size_t slot = *slot_for(s, &checkpoint);
     if (slot == 0) return 0; /* a write of a checkpoint this lineage does not have */
     Entry *entry = &s->entries[slot - 1];
@@ -459,11 +469,12 @@ static PyObject *next_lineage(Stream *s) {
     s->counted_entry = -1;
     while (s->write_row) {
         Key write_thread, write_ns;
-        if (lineage_key(s->writes, &write_thread, &write_ns) < 0) goto done;
+        WriteKeys keys;
+        if (lineage_key(s->writes, &write_thread, &write_ns) < 0 || write_keys(s->writes, &keys) < 0) goto done;
         Key lineage_thread = {thread_type, s->arena, thread_size}, lineage_ns = {ns_type, s->arena + thread_size, ns_size};
         int order = compare_lineages(&write_thread, &write_ns, &lineage_thread, &lineage_ns);
         if (order > 0) break;
-        if (order == 0 && fold_write(s, deferred) < 0) goto done;
+        if (order == 0 && fold_write(s, &keys, deferred) < 0) goto done;
         if (step(s, s->writes, &s->write_row) < 0) goto done;
         if (++s->rows % SIGNAL_CHECK_ROWS == 0 && PyErr_CheckSignals() < 0) goto done;
     }

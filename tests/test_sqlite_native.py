@@ -1,0 +1,352 @@
+"""The compiled SQLite reader (store/_inert_sqlite.c) must give exactly the records the Python reader gives.
+
+Both readers run over the builder's database (every scenario and injected fault), over thread selections
+and ranges, and over copies damaged by Hypothesis through targeted SQL: flipped and cut blobs, other
+serializer types, NULL payloads, broken metadata JSON, orphaned and moved writes, deleted checkpoints.
+Every field of every record is compared with its type (an enum member and its string, or True and 1,
+would otherwise pass as equal). Where the Python reader fails, the compiled one must fail the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store import native
+from deerflow_ckpt.store import sqlite as sqlite_store
+from deerflow_ckpt.store.records import CheckpointRecord, Lineage
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
+from deerflow_ckpt.store.source import SqliteTarget
+from deerflow_ckpt.store.sqlite import SqliteCheckpointReader, keys_are_text
+from tests.conftest import BuiltDatabase
+
+FIELDS = [field.name for field in dataclasses.fields(CheckpointRecord) if field.name != "parent_record"]
+
+
+def test_the_compiled_reader_is_built() -> None:
+    """CI must test the compiled reader: without libsqlite3's header every scan would take the slow path."""
+    assert native.open_lineages is not None, "the SQLite reader was not built into _inert (libsqlite3-dev?)"
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_typed(item) for item in value]
+    return (type(value).__name__, value)
+
+
+def _facts(lineages: Iterator[Lineage]) -> list[Any]:
+    return [
+        (
+            _typed(lineage.thread_id),
+            _typed(lineage.checkpoint_ns),
+            [[_typed(getattr(record, name)) for name in FIELDS] for record in lineage.records],
+        )
+        for lineage in lineages
+    ]
+
+
+def _read(path: Path, compiled: bool, selection: ThreadSelection = ALL_THREADS) -> list[Any] | str:
+    """Every lineage's facts, or the StoreError's text when the read fails."""
+    try:
+        return _facts(SqliteCheckpointReader(SqliteTarget(path), compiled=compiled).lineages(selection))
+    except StoreError as exc:
+        return f"StoreError: {str(exc).split(': ', 1)[0]}"
+
+
+@pytest.fixture
+def compiled_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records each call of the real compiled reader, so a test knows it was not silently bypassed."""
+    assert native.open_lineages is not None
+    real = native.open_lineages
+    calls: list[str] = []
+
+    def counting(uri: str, *args: Any) -> Any:
+        calls.append(uri)
+        return real(uri, *args)
+
+    monkeypatch.setattr(sqlite_store, "open_lineages", counting)
+    return calls
+
+
+def _assert_same(path: Path, compiled_calls: list[str], selection: ThreadSelection = ALL_THREADS) -> list[Any] | str:
+    python = _read(path, compiled=False, selection=selection)
+    before = len(compiled_calls)
+    compiled = _read(path, compiled=True, selection=selection)
+    assert len(compiled_calls) == before + 1, "the compiled reader was not used"
+    assert compiled == python
+    return python
+
+
+def test_the_builders_database_reads_the_same(built_sqlite: BuiltDatabase, compiled_calls: list[str]) -> None:
+    facts = _assert_same(built_sqlite.path, compiled_calls)
+    assert isinstance(facts, list) and len(facts) >= 30
+    records = [record for _, _, records in facts for record in records]
+    # The comparison covers both of the compiled reader's outputs: rows it judged, and rows it handed to
+    # record_from_row (the fixture's CK104/CK105 faults), with problems found in checkpoints and in writes.
+    problems = [record[FIELDS.index("problems")] for record in records]
+    assert any(problem for problem in problems) and any(not problem for problem in problems)
+    assert any(record[FIELDS.index("overwrite_written")] == ("bool", True) for record in records)
+    assert any(record[FIELDS.index("removal_written")] == ("bool", True) for record in records)
+
+
+def test_selections_read_the_same(built_sqlite: BuiltDatabase, compiled_calls: list[str]) -> None:
+    reader = SqliteCheckpointReader(SqliteTarget(built_sqlite.path))
+    points = reader.split_points(3)
+    assert len(points) == 2
+    bounds: list[str | None] = [None, *points, None]
+    shares = [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
+    for selection in [*shares, ThreadSelection(thread_id=points[0]), ThreadSelection(thread_id="no-such-thread")]:
+        _assert_same(built_sqlite.path, compiled_calls, selection)
+
+
+# -- damage --------------------------------------------------------------------------------------------
+
+CHECKPOINT_TYPES = ["msgpack", "pickle", "json", "bytes", "null", "msgpack ", None]
+WRITE_TYPES = ["msgpack", "pickle", "json", "null", "bytes", "weird"]
+
+
+def _row_ids(connection: sqlite3.Connection, table: str) -> list[int]:
+    return [row[0] for row in connection.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+
+
+def _pick(ids: list[int], choice: int) -> int:
+    return ids[choice % len(ids)]
+
+
+def _stored(connection: sqlite3.Connection, query: str, row: int) -> Any:
+    """One column of one row, None when an earlier damage deleted the row."""
+    found = connection.execute(query, (row,)).fetchone()
+    return None if found is None else found[0]
+
+
+Damage = Callable[[sqlite3.Connection, int, int], None]
+
+
+def _flip_checkpoint(connection: sqlite3.Connection, row: int, at: int) -> None:
+    data = _stored(connection, "SELECT checkpoint FROM checkpoints WHERE rowid = ?", row)
+    if data:
+        data = bytearray(data)
+        data[at % len(data)] ^= 0x41
+        connection.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (bytes(data), row))
+
+
+def _cut_checkpoint(connection: sqlite3.Connection, row: int, at: int) -> None:
+    connection.execute("UPDATE checkpoints SET checkpoint = substr(checkpoint, 1, ?) WHERE rowid = ?", (at % 64, row))
+
+
+def _checkpoint_type(connection: sqlite3.Connection, row: int, at: int) -> None:
+    kind = CHECKPOINT_TYPES[at % len(CHECKPOINT_TYPES)]
+    connection.execute("UPDATE checkpoints SET type = ? WHERE rowid = ?", (kind, row))
+
+
+def _null_payload(connection: sqlite3.Connection, row: int, at: int) -> None:
+    column = "checkpoint" if at % 2 else "metadata"
+    connection.execute(f"UPDATE checkpoints SET {column} = NULL WHERE rowid = ?", (row,))
+
+
+def _break_metadata(connection: sqlite3.Connection, row: int, at: int) -> None:
+    text = _stored(connection, "SELECT CAST(metadata AS BLOB) FROM checkpoints WHERE rowid = ?", row)
+    if not text:
+        return
+    data = bytearray(text)
+    edits = [b'"', b"}", b"\xc3", b"\\", b" ", b"1", b"\xff"]
+    data[at % len(data)] = edits[at % len(edits)][0]
+    # Stored as a BLOB, as a reader of a damaged file would find it: TEXT would fail Python's own decoding.
+    connection.execute("UPDATE checkpoints SET metadata = ? WHERE rowid = ?", (bytes(data), row))
+
+
+def _metadata_counters(connection: sqlite3.Connection, row: int, at: int) -> None:
+    values = ['"x"', "1.5", "true", "-3", "12345678901234567890", "null", "[1]"]
+    counters = f'{{"messages": [{values[at % len(values)]}, {values[(at // 7) % len(values)]}]}}'
+    connection.execute(
+        "UPDATE checkpoints SET metadata = json_set(metadata, '$.counters_since_delta_snapshot', json(?)) "
+        "WHERE rowid = ?",
+        (counters, row),
+    )
+
+
+def _flip_write(connection: sqlite3.Connection, row: int, at: int) -> None:
+    data = _stored(connection, "SELECT value FROM writes WHERE rowid = ?", row)
+    if data:
+        data = bytearray(data)
+        data[at % len(data)] ^= 0x22
+        connection.execute("UPDATE writes SET value = ? WHERE rowid = ?", (bytes(data), row))
+
+
+def _write_type(connection: sqlite3.Connection, row: int, at: int) -> None:
+    connection.execute("UPDATE writes SET type = ? WHERE rowid = ?", (WRITE_TYPES[at % len(WRITE_TYPES)], row))
+
+
+def _write_channel(connection: sqlite3.Connection, row: int, at: int) -> None:
+    channel = ["messages", "other", "messages ", "__start__"][at % 4]
+    connection.execute("UPDATE OR IGNORE writes SET channel = ? WHERE rowid = ?", (channel, row))
+
+
+def _write_task(connection: sqlite3.Connection, row: int, at: int) -> None:
+    connection.execute("UPDATE OR IGNORE writes SET task_id = ? WHERE rowid = ?", (f"task-{at % 3}", row))
+
+
+def _orphan_write(connection: sqlite3.Connection, row: int, at: int) -> None:
+    """Point a write at no checkpoint: an id before, between or after the lineage's, or a thread with none.
+
+    A thread id cut short sorts just before its own thread, so the write's checkpoint id is one the next
+    lineage read has: it must still be dropped, not folded into that lineage."""
+    ids = ["0", "1f", "zzzz", ""]
+    threads = ["thread_id || '-gone'", "substr(thread_id, 1, length(thread_id) - 1)"]
+    if at % 6 >= 4:
+        connection.execute(f"UPDATE OR IGNORE writes SET thread_id = {threads[at % 6 - 4]} WHERE rowid = ?", (row,))
+    else:
+        connection.execute("UPDATE OR IGNORE writes SET checkpoint_id = ? WHERE rowid = ?", (ids[at % 4], row))
+
+
+def _share_task(connection: sqlite3.Connection, row: int, at: int) -> None:
+    """One task id for every write of a thread: each checkpoint's writes must still count as a new task."""
+    connection.execute(
+        "UPDATE OR IGNORE writes SET task_id = 'shared' "
+        "WHERE thread_id = (SELECT thread_id FROM writes WHERE rowid = ?)",
+        (row,),
+    )
+
+
+def _move_write(connection: sqlite3.Connection, row: int, at: int) -> None:
+    """Give a write another checkpoint of its lineage."""
+    target = connection.execute(
+        "SELECT c.checkpoint_id FROM checkpoints c JOIN writes w USING (thread_id, checkpoint_ns) "
+        "WHERE w.rowid = ? ORDER BY c.checkpoint_id LIMIT 1 OFFSET ?",
+        (row, at % 5),
+    ).fetchone()
+    if target is not None:
+        connection.execute("UPDATE OR IGNORE writes SET checkpoint_id = ? WHERE rowid = ?", (target[0], row))
+
+
+def _delete_checkpoint(connection: sqlite3.Connection, row: int, at: int) -> None:
+    connection.execute("DELETE FROM checkpoints WHERE rowid = ?", (row,))
+
+
+def _blob_namespace(connection: sqlite3.Connection, row: int, at: int) -> None:
+    """An empty BLOB namespace: Python reads it as b"" and keys it as "", but SQLite sorts it after text."""
+    connection.execute("UPDATE OR IGNORE checkpoints SET checkpoint_ns = X'' WHERE rowid = ?", (row,))
+
+
+CHECKPOINT_DAMAGE: list[Damage] = [
+    _flip_checkpoint,
+    _cut_checkpoint,
+    _checkpoint_type,
+    _null_payload,
+    _break_metadata,
+    _metadata_counters,
+    _delete_checkpoint,
+    _blob_namespace,
+]
+WRITE_DAMAGE: list[Damage] = [
+    _flip_write,
+    _write_type,
+    _write_channel,
+    _write_task,
+    _orphan_write,
+    _move_write,
+    _share_task,
+]
+
+
+def _damage(path: Path, operations: list[tuple[int, int, int]]) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        checkpoint_ids, write_ids = _row_ids(connection, "checkpoints"), _row_ids(connection, "writes")
+        damages = CHECKPOINT_DAMAGE + WRITE_DAMAGE
+        for which, row, at in operations:
+            damage = damages[which % len(damages)]
+            ids = checkpoint_ids if damage in CHECKPOINT_DAMAGE else write_ids
+            damage(connection, _pick(ids, row), at)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def pristine(built_sqlite: BuiltDatabase, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The builder's database, checkpointed into one file so a copy is complete."""
+    copy = tmp_path_factory.mktemp("pristine") / "checkpoints.db"
+    source = sqlite3.connect(built_sqlite.path)
+    target = sqlite3.connect(copy)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode = DELETE")
+    target.close()
+    return copy
+
+
+OPERATIONS = st.lists(
+    st.tuples(st.integers(0, 14), st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_damaged_databases_read_the_same(
+    pristine: Path, tmp_path: Path, compiled_calls: list[str], operations: list[tuple[int, int, int]]
+) -> None:
+    path = tmp_path / "damaged.db"
+    shutil.copyfile(pristine, path)
+    _damage(path, operations)
+    _assert_same(path, compiled_calls)
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("checkpoints", "thread_id"),
+        ("checkpoints", "checkpoint_id"),
+        ("checkpoints", "parent_checkpoint_id"),
+        ("checkpoints", "type"),
+        ("writes", "checkpoint_id"),
+        ("writes", "task_id"),
+        ("writes", "channel"),
+        ("writes", "type"),
+    ],
+)
+def test_text_that_is_not_utf8_fails_both_readers(
+    pristine: Path, tmp_path: Path, compiled_calls: list[str], table: str, column: str
+) -> None:
+    """Python's sqlite3 module refuses such text wherever it reads it; the compiled reader must refuse too."""
+    path = tmp_path / "bad-text.db"
+    shutil.copyfile(pristine, path)
+    connection = sqlite3.connect(path)
+    # The middle row: not the first one read, so the failure comes mid-stream.
+    (row,) = connection.execute(f"SELECT rowid FROM {table} WHERE type IS NOT 'null' ORDER BY rowid").fetchall()[
+        len(_row_ids(connection, table)) // 3
+    ]
+    connection.execute(f"UPDATE {table} SET {column} = {column} || CAST(X'C328' AS TEXT) WHERE rowid = ?", (row,))
+    connection.commit()
+    connection.close()
+    assert _assert_same(path, compiled_calls) == "StoreError: reading " + str(path) + " failed"
+
+
+def test_other_key_affinity_takes_the_python_reader(tmp_path: Path) -> None:
+    """A key column that could hold numbers, whose order the compiled reader does not mirror, reads in Python."""
+    path = tmp_path / "numeric-keys.db"
+    connection = sqlite3.connect(path)
+    connection.execute(
+        "CREATE TABLE checkpoints (thread_id INTEGER, checkpoint_ns TEXT, checkpoint_id TEXT, "
+        "parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB)"
+    )
+    connection.execute(
+        "CREATE TABLE writes (thread_id TEXT, checkpoint_ns TEXT, checkpoint_id TEXT, task_id TEXT, "
+        "idx INTEGER, channel TEXT, type TEXT, value BLOB)"
+    )
+    connection.execute("INSERT INTO checkpoints VALUES (7, '', 'c1', NULL, 'msgpack', X'80', '{}')")
+    connection.commit()
+    assert not keys_are_text(connection)
+    connection.close()
+    [lineage] = SqliteCheckpointReader(SqliteTarget(path)).lineages()
+    assert lineage.thread_id == 7 and [record.checkpoint_id for record in lineage.records] == ["c1"]
