@@ -170,7 +170,7 @@ def _metadata_counters(connection: sqlite3.Connection, row: int, at: int) -> Non
     counters = f'{{"messages": [{values[at % len(values)]}, {values[(at // 7) % len(values)]}]}}'
     connection.execute(
         "UPDATE checkpoints SET metadata = json_set(metadata, '$.counters_since_delta_snapshot', json(?)) "
-        "WHERE rowid = ?",
+        "WHERE rowid = ? AND json_valid(metadata)",
         (counters, row),
     )
 
