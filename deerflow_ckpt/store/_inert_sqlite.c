@@ -571,7 +571,8 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     if (s == NULL) return NULL;
     memset((char *)s + sizeof(PyObject), 0, sizeof(Stream) - sizeof(PyObject));
     for (int i = 0; i < 4; i++) s->shapes[i] = Py_NewRef(PyTuple_GET_ITEM(shapes, i));
-    int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    /* NOMUTEX: only the thread holding the GIL ever uses this connection, so SQLite's own locking is waste. */
+    int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (code != SQLITE_OK) {
         if (s->db == NULL) PyErr_NoMemory();
         else read_failed(s, code);
