@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # By hand, not in CI: build the compiled judge with AddressSanitizer, feed it damaged real rows and random
-# bytes in exact-size buffers for SECONDS (default 60), then rebuild it normally.
+# bytes in exact-size buffers for SECONDS (default 60), stream DATABASE through the compiled SQLite reader
+# and run the reader's damage tests under the same build, then rebuild it normally.
 # Usage: scripts/fuzz-native.sh DATABASE [SECONDS]   (any SQLite checkpoint database, e.g. a fixture)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 database="$1"
 seconds="${2:-60}"
-rebuild() { .venv/bin/python -m pip install -q --disable-pip-version-check -e . ; }
+rebuild() { env -u LD_PRELOAD -u PYTHONMALLOC -u ASAN_OPTIONS .venv/bin/python -m pip install -q --disable-pip-version-check -e . ; }
 trap rebuild EXIT
 CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" .venv/bin/python -m pip install -q --disable-pip-version-check -e .
-PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-  .venv/bin/python scripts/fuzz_native.py "$database" "$seconds"
+export PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+.venv/bin/python scripts/fuzz_native.py "$database" "$seconds"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_sqlite_native.py

@@ -44,6 +44,20 @@ def main(database: str, seconds: float) -> None:
             vouched += judge(exact) is not None  # type: ignore[misc]
         inputs += 1
     print(f"{inputs} inputs x {len(judges)} judges, {vouched} summaries, no fault")
+    stream_whole(database)
+
+
+def stream_whole(database: str) -> None:
+    """Read the whole database through the compiled SQLite reader, as a scan does."""
+    from deerflow_ckpt.store.selection import ALL_THREADS
+    from deerflow_ckpt.store.source import SqliteTarget
+    from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+    if native.open_lineages is None:
+        sys.exit("the compiled SQLite reader is not built")
+    reader = SqliteCheckpointReader(SqliteTarget(Path(database)))
+    checkpoints = sum(len(lineage.records) for lineage in reader.lineages(ALL_THREADS))
+    print(f"streamed {checkpoints} checkpoints through the compiled reader, no fault")
 
 
 if __name__ == "__main__":
