@@ -316,11 +316,11 @@ class SqliteCheckpointReader:
 
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         connection = connect_readonly(self.target)
-        if self.compiled and open_lineages is not None and not self.decoder.deep and keys_are_text(connection):
-            connection.close()
-            yield from self._stream_compiled(selection)
-            return
         try:
+            if self.compiled and open_lineages is not None and not self.decoder.deep and keys_are_text(connection):
+                connection.close()
+                yield from self._stream_compiled(selection)
+                return
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
             yield from self._stream(connection, selection)
