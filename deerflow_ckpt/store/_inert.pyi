@@ -7,7 +7,7 @@ _MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | Non
 def metadata_summary(data: bytes | memoryview, /) -> _MetadataFacts | None: ...
 
 # The compiled SQLite reader: present only where the build found libsqlite3 (see setup.py).
-_Lineage = tuple[object, str, list[tuple[object, ...]], list[tuple[int, object, object, object, object]]]
+_Lineage = tuple[object, str, list[object], list[tuple[int, object, object, object, object]]]
 
 class ReadError(Exception): ...
 
@@ -17,5 +17,11 @@ class LineageStream:
     def close(self) -> None: ...
 
 def open_lineages(
-    uri: str, checkpoints_sql: str, writes_sql: str, parameters: tuple[str, ...], shapes: tuple[object, ...], /
+    uri: str,
+    checkpoints_sql: str,
+    writes_sql: str,
+    parameters: tuple[str, ...],
+    shapes: tuple[object, ...],
+    record_layout: tuple[type, tuple[object, ...], tuple[tuple[object, object], ...]],
+    /,
 ) -> LineageStream: ...

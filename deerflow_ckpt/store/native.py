@@ -49,8 +49,8 @@ checkpoint_summary: CheckpointJudge | None = _compiled.checkpoint_summary if _co
 metadata_summary: MetadataReader | None = _compiled.metadata_summary if _compiled else None
 AVAILABLE = _compiled is not None
 # The compiled SQLite reader (_inert_sqlite.c), built only where libsqlite3's header was found. Its
-# lineages are (thread_id, checkpoint_ns, records, deferred writes): a record is a tuple of
-# CheckpointRecord's first fields, or (raw row, write counts) for record_from_row; a deferred write is
+# lineages are (thread_id, checkpoint_ns, records, deferred writes): a record is a finished
+# CheckpointRecord, or (raw row, write counts) for record_from_row; a deferred write is
 # (record index, task_id, channel, type, value), counted but left to Python to judge.
 open_lineages: Callable[..., Any] | None = getattr(_compiled, "open_lineages", None)
 ReadError: type[Exception] = getattr(_compiled, "ReadError", RuntimeError)

@@ -6,6 +6,7 @@ tables. The connection is a `mode=ro` URI built from the resolved path, inside o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -317,7 +318,7 @@ class SqliteCheckpointReader:
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         connection = connect_readonly(self.target)
         try:
-            if self.compiled and open_lineages is not None and not self.decoder.deep and keys_are_text(connection):
+            if self._fits_compiled() and keys_are_text(connection):
                 connection.close()
                 yield from self._stream_compiled(selection)
                 return
@@ -348,6 +349,10 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
+    def _fits_compiled(self) -> bool:
+        """The compiled reader is built, wanted, and reads what this reader must (it skips snapshot payloads)."""
+        return self.compiled and open_lineages is not None and RECORD_LAYOUT is not None and not self.decoder.deep
+
     def _stream_compiled(self, selection: ThreadSelection) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
         assert open_lineages is not None
@@ -355,12 +360,13 @@ class SqliteCheckpointReader:
         checkpoints_sql, writes_sql, parameters = _queries(selection)
         decoder = self.decoder
         try:
-            stream = open_lineages(uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND)
+            stream = open_lineages(uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND, RECORD_LAYOUT)
         except ReadError as exc:
             raise StoreError(f"cannot open {path} read-only: {exc}") from exc
         try:
             for thread_id, ns, rows, deferred in stream:
-                records = [CheckpointRecord(*row) if len(row) > 2 else _counted_record(row, decoder) for row in rows]
+                # Finished records, and (row, write counts) where a judge abstained.
+                records = [_counted_record(row, decoder) if type(row) is tuple else row for row in rows]
                 for index, task_id, channel, kind, data in deferred:
                     fold_contents(records[index], task_id, channel, kind, data, decoder)
                 yield Lineage(thread_id, ns, records)
@@ -398,6 +404,57 @@ class SqliteCheckpointReader:
 
 # The compiled reader's messages kinds (native.MESSAGES_*), as shapes.
 _SHAPES_BY_KIND = (Shape.ABSENT, Shape.LIST, Shape.SNAPSHOT, Shape.OTHER)
+# The CheckpointRecord fields the compiled reader fills, in the order of its R_* constants (_inert_sqlite.c).
+COMPILED_RECORD_FIELDS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_id",
+    "step",
+    "source",
+    "mode_marker",
+    "updates",
+    "supersteps",
+    "messages",
+    "messages_version",
+    "seed_empty",
+    "message_write_rows",
+    "message_write_tasks",
+    "message_write_bytes",
+    "message_write_items",
+    "message_item_bytes",
+    "other_write_rows",
+    "other_write_bytes",
+    "overwrite_written",
+    "removal_written",
+    "checkpoint_bytes",
+    "metadata_bytes",
+    "snapshot_bytes",
+)
+RecordLayout = tuple[type, tuple[Any, ...], tuple[tuple[Any, Any], ...]]
+
+
+def record_layout() -> RecordLayout | None:
+    """How the compiled reader fills a CheckpointRecord without its __init__ (which costs about 2 us a
+    record): the slot descriptors of the fields it fills, and every other field's slot with its default
+    (`list` for a new list each time). None when that cannot describe the class, and then it is not used."""
+    if hasattr(CheckpointRecord, "__post_init__"):
+        return None
+    slots = vars(CheckpointRecord)
+    defaults: list[tuple[Any, Any]] = []
+    for field in dataclasses.fields(CheckpointRecord):
+        if field.name in COMPILED_RECORD_FIELDS:
+            continue
+        if field.default_factory is list:
+            defaults.append((slots[field.name], list))
+        elif field.default is not dataclasses.MISSING:
+            defaults.append((slots[field.name], field.default))
+        else:
+            return None
+    return CheckpointRecord, tuple(slots[name] for name in COMPILED_RECORD_FIELDS), tuple(defaults)
+
+
+RECORD_LAYOUT = record_layout()
 
 
 def _queries(selection: ThreadSelection) -> tuple[str, str, list[str]]:
