@@ -86,8 +86,9 @@ static int read_failed(Stream *s, int code) {
     return -1;
 }
 
+/* Room for `needed` items; a buffer is always allocated, so copies of zero bytes never target NULL. */
 static int grow(void **buffer, size_t *capacity, size_t needed, size_t item) {
-    if (needed <= *capacity) return 0;
+    if (needed <= *capacity && *buffer != NULL) return 0;
     size_t capacity_now = *capacity ? *capacity : 64;
     while (capacity_now < needed) capacity_now *= 2;
     void *grown = PyMem_Realloc(*buffer, capacity_now * item);
