@@ -15,6 +15,7 @@ import msgspec
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
+from deerflow_ckpt.store.prefetch import Prefetcher
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
@@ -213,11 +214,11 @@ class PostgresCheckpointReader:
         finally:
             connection.close()
 
-    def _cursor(self, connection: Any, name: str, query: Any, parameters: tuple[Any, ...]) -> Iterator[Any]:
+    def _cursor(self, connection: Any, name: str, query: Any, parameters: tuple[Any, ...]) -> Any:
         # Binary results: bytea arrives as it is stored instead of as hex text to decode.
         cursor = connection.cursor(name=name, binary=True)
         cursor.execute(query, parameters)
-        return _rows(cursor)
+        return cursor
 
     def split_points(self, parts: int) -> list[str]:
         """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
@@ -290,6 +291,14 @@ class PostgresCheckpointReader:
             ),
             parameters,
         )
+        prefetcher = Prefetcher([checkpoints, writes, blobs], FETCH_ROWS)
+        try:
+            yield from self._merge(prefetcher.rows(0), prefetcher.rows(1), prefetcher.rows(2))
+        finally:
+            prefetcher.close()
+
+    def _merge(self, checkpoints: Iterator[Any], writes: Iterator[Any], blobs: Iterator[Any]) -> Iterator[Lineage]:
+        """Lineages from the three streams, which share one order."""
         pending_write = next(writes, None)
         pending_blob = next(blobs, None)
         key: tuple[str, str] | None = None
@@ -310,12 +319,6 @@ class PostgresCheckpointReader:
             _attach_writes(records, key, writes, pending_write, self.decoder)
             _attach_blobs(records, markers, key, blobs, pending_blob, self.decoder)
             yield Lineage(key[0], key[1], records)
-
-
-def _rows(cursor: Any) -> Iterator[Any]:
-    """Every row of a server-side cursor, fetched in batches (iterating the cursor costs a call per row)."""
-    while batch := cursor.fetchmany(FETCH_ROWS):
-        yield from batch
 
 
 def _attach_writes(

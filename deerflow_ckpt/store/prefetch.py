@@ -1,0 +1,81 @@
+"""Fetch the batches of several server-side cursors in a background thread, while the scan works.
+
+A server-side cursor computes its next batch only when asked, so a reader that asks, then classifies,
+then asks again leaves the server idle while it works and itself idle while the server works. Here one
+thread does all the asking (a connection serves one command at a time, so the cursors share it) and
+keeps up to `depth` batches ready per cursor; the reader takes rows from them. The thread waits in
+libpq with the GIL released, so the two overlap. Memory stays bounded: depth x cursors batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+
+class Prefetcher:
+    """Rows of `cursors` (each with fetchmany), fetched ahead by one thread; close() before the connection."""
+
+    def __init__(self, cursors: list[Any], batch_rows: int, depth: int = 2) -> None:
+        self._cursors = cursors
+        self._batch_rows = batch_rows
+        self._depth = depth
+        self._ready: list[deque[list[Any]]] = [deque() for _ in cursors]
+        self._exhausted = [False] * len(cursors)
+        self._error: BaseException | None = None
+        self._stopping = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._fetch_ahead, name="ckpt-prefetch", daemon=True)
+        self._thread.start()
+
+    def rows(self, index: int) -> Iterator[Any]:
+        """Every row of cursor `index`, in order; an error of the fetching thread is raised here."""
+        ready, changed = self._ready[index], self._changed
+        while True:
+            with changed:
+                while not ready and not self._exhausted[index] and self._error is None:
+                    changed.wait()
+                if self._error is not None:
+                    raise self._error
+                if not ready:
+                    return
+                batch = ready.popleft()
+                changed.notify_all()
+            yield from batch
+
+    def close(self) -> None:
+        """Stop fetching and wait for the thread: after this the connection is the caller's again."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._thread.join()
+
+    def _next_wanted(self) -> int | None:
+        """The open cursor with the fewest batches ready (the reader may be waiting on it), or None."""
+        wanted = [i for i, ready in enumerate(self._ready) if not self._exhausted[i] and len(ready) < self._depth]
+        return min(wanted, key=lambda i: len(self._ready[i])) if wanted else None
+
+    def _fetch_ahead(self) -> None:
+        changed = self._changed
+        try:
+            while True:
+                with changed:
+                    index = self._next_wanted()
+                    while not self._stopping and index is None and not all(self._exhausted):
+                        changed.wait()
+                        index = self._next_wanted()
+                    if self._stopping or index is None:
+                        return
+                batch = self._cursors[index].fetchmany(self._batch_rows)
+                with changed:
+                    if batch:
+                        self._ready[index].append(batch)
+                    else:
+                        self._exhausted[index] = True
+                    changed.notify_all()
+        except BaseException as exc:  # handed to the reader, which raises it in its own thread
+            with changed:
+                self._error = exc
+                changed.notify_all()

@@ -1,0 +1,67 @@
+"""The Postgres reader's prefetching thread, on real server-side cursors of the real server.
+
+Rows must come out exactly as the cursors hold them whatever order the reader takes them in, a server
+error must reach the reader, and stopping early must hand the connection back usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from deerflow_ckpt.store.prefetch import Prefetcher
+
+
+@pytest.fixture
+def connection(pg_database: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(pg_database, autocommit=False) as connection:
+        yield connection
+
+
+def _cursor(connection: psycopg.Connection, name: str, query: str) -> psycopg.ServerCursor:
+    cursor = connection.cursor(name=name)
+    cursor.execute(query)  # type: ignore[arg-type]
+    return cursor
+
+
+def test_rows_come_out_whole_and_in_order_at_any_pace(connection: psycopg.Connection) -> None:
+    sizes = [2500, 7, 0]
+    cursors = [_cursor(connection, f"c{i}", f"SELECT n, md5(n::text) FROM generate_series(1, {n}) n") for i, n in
+               enumerate(sizes)]  # fmt: skip
+    prefetcher = Prefetcher(cursors, batch_rows=100, depth=2)
+    try:
+        streams = [prefetcher.rows(i) for i in range(3)]
+        taken: list[list[tuple[int, str]]] = [[], [], []]
+        # Uneven pace: a row of the first stream, then drain the second, then the rest of the first.
+        taken[0].append(next(streams[0]))
+        taken[1].extend(streams[1])
+        taken[0].extend(streams[0])
+        taken[2].extend(streams[2])
+    finally:
+        prefetcher.close()
+    expected = [connection.execute(f"SELECT n, md5(n::text) FROM generate_series(1, {n}) n").fetchall() for n in sizes]
+    assert taken == expected
+
+
+def test_a_server_error_reaches_the_reader(connection: psycopg.Connection) -> None:
+    # Row 1500 divides by zero: the server fails on a later batch, in the fetching thread.
+    failing = _cursor(connection, "failing", "SELECT 1 / (1500 - n) FROM generate_series(1, 3000) n")
+    prefetcher = Prefetcher([failing], batch_rows=100)
+    try:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            for _ in prefetcher.rows(0):
+                pass
+    finally:
+        prefetcher.close()
+
+
+def test_stopping_early_hands_the_connection_back(connection: psycopg.Connection) -> None:
+    cursor = _cursor(connection, "long", "SELECT n FROM generate_series(1, 100000) n")
+    prefetcher = Prefetcher([cursor], batch_rows=50, depth=3)
+    assert next(prefetcher.rows(0)) == (1,)
+    prefetcher.close()
+    assert not prefetcher._thread.is_alive()
+    connection.rollback()
+    assert connection.execute("SELECT 42").fetchone() == (42,)
