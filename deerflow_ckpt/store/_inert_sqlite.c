@@ -155,33 +155,20 @@ static int is_text(const Key *key, const char *text, size_t size) {
     return key->type == SQLITE_TEXT && key->size == size && memcmp(key->bytes, text, size) == 0;
 }
 
-/* The value Python's sqlite3 module returns for a column. */
-static PyObject *column_value(sqlite3_stmt *statement, int column) {
-    switch (sqlite3_column_type(statement, column)) {
-    case SQLITE_NULL:
-        return Py_NewRef(Py_None);
-    case SQLITE_INTEGER:
-        return PyLong_FromLongLong(sqlite3_column_int64(statement, column));
-    case SQLITE_FLOAT:
-        return PyFloat_FromDouble(sqlite3_column_double(statement, column));
-    case SQLITE_TEXT: {
-        Key key;
-        if (column_key(statement, column, &key) < 0) return NULL;
-        return PyUnicode_DecodeUTF8((const char *)key.bytes, (Py_ssize_t)key.size, "strict");
-    }
-    default: {
-        const void *blob = sqlite3_column_blob(statement, column);
-        int size = sqlite3_column_bytes(statement, column);
-        if (blob == NULL && size != 0) return PyErr_NoMemory();
-        return PyBytes_FromStringAndSize(blob ? blob : (const void *)no_bytes, size);
-    }
-    }
-}
-
+/* A key column as Python holds it: None, str or bytes. */
 static PyObject *key_value(const Key *key) {
     if (key->type == SQLITE_NULL) return Py_NewRef(Py_None);
     if (key->type == SQLITE_TEXT) return PyUnicode_DecodeUTF8((const char *)key->bytes, (Py_ssize_t)key->size, "strict");
     return PyBytes_FromStringAndSize((const char *)key->bytes, (Py_ssize_t)key->size);
+}
+
+/* The value Python's sqlite3 module returns for a column. */
+static PyObject *column_value(sqlite3_stmt *statement, int column) {
+    int type = sqlite3_column_type(statement, column);
+    if (type == SQLITE_INTEGER) return PyLong_FromLongLong(sqlite3_column_int64(statement, column));
+    if (type == SQLITE_FLOAT) return PyFloat_FromDouble(sqlite3_column_double(statement, column));
+    Key key;
+    return column_key(statement, column, &key) < 0 ? NULL : key_value(&key);
 }
 
 static int step(Stream *s, sqlite3_stmt *statement, int *has_row) {

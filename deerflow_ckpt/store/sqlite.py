@@ -104,7 +104,11 @@ def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
 
 def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
     """A read-only connection on readonly_uri(target), checked to hold LangGraph's two tables."""
-    path, uri = readonly_uri(target)
+    return _connect(*readonly_uri(target))
+
+
+def _connect(path: Path, uri: str) -> sqlite3.Connection:
+    """connect_readonly for a path and URI that readonly_uri already resolved and checked."""
     try:
         connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA query_only = 1")
@@ -316,11 +320,12 @@ class SqliteCheckpointReader:
         self.compiled = compiled
 
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
-        connection = connect_readonly(self.target)
+        path, uri = readonly_uri(self.target)
+        connection = _connect(path, uri)
         try:
             if self._fits_compiled() and keys_are_text(connection):
                 connection.close()
-                yield from self._stream_compiled(selection)
+                yield from self._stream_compiled(path, uri, selection)
                 return
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
@@ -353,10 +358,9 @@ class SqliteCheckpointReader:
         """The compiled reader is built, wanted, and reads what this reader must (it skips snapshot payloads)."""
         return self.compiled and open_lineages is not None and RECORD_LAYOUT is not None and not self.decoder.deep
 
-    def _stream_compiled(self, selection: ThreadSelection) -> Iterator[Lineage]:
+    def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
         assert open_lineages is not None
-        path, uri = readonly_uri(self.target)
         checkpoints_sql, writes_sql, parameters = _queries(selection)
         decoder = self.decoder
         try:
