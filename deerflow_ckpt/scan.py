@@ -8,8 +8,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
+from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.analysis.shape import (
@@ -20,6 +22,7 @@ from deerflow_ckpt.analysis.shape import (
     check_lineage,
     cross_thread_cadence,
 )
+from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.records import Backend, Lineage
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
@@ -30,6 +33,8 @@ class LineageReader(Protocol):
     def lineages(self, selection: ThreadSelection = ...) -> Iterator[Lineage]: ...
 
     def split_points(self, parts: int) -> list[str]: ...
+
+    def threads_since(self, boundary: str) -> list[str]: ...
 
 
 def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageReader, Backend]:
@@ -69,6 +74,10 @@ class ScanReport:
     kinds: Counter[str] = field(default_factory=Counter)
     inferred_cadences: Counter[int] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
+    # Which cadence was in force when, from every conversation's epochs (None before the scan ends).
+    timeline: Timeline | None = None
+    # The --since boundary (a checkpoint id: ids sort by write time), if any.
+    since: str | None = None
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -106,7 +115,13 @@ class _Share:
     kinds: Counter[str] = field(default_factory=Counter)
     inferred_cadences: Counter[int] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
+    # Conversation CK201/CK202, judged in time once the whole timeline is known.
+    provisional: list[Finding] = field(default_factory=list)
+    epochs: list[Epoch] = field(default_factory=list)
 
+
+# A --since scan spreads its threads over processes only when each gets at least this many.
+_THREADS_PER_SHARE = 50
 
 # Set in each worker by the pool initializer: shared checkpoint count for the progress display.
 _progress_counter: Any = None
@@ -148,7 +163,9 @@ def _collect_share(
         for result in results:
             share.lineages += 1
             seen += len(result.lineage.records)
-            share.findings.extend(result.findings)
+            for finding in result.findings:
+                (share.provisional if is_provisional(finding) else share.findings).append(finding)
+            share.epochs.extend(result.epochs)
         share.checkpoints += seen
         main = conversation(results)
         share.kinds[main.kind] += 1
@@ -164,6 +181,12 @@ def _collect_share(
 def _selections(reader: LineageReader, request: ScanRequest, jobs: int) -> list[ThreadSelection]:
     if request.thread_id is not None:
         return [ThreadSelection(thread_id=request.thread_id)]
+    since = request.settings.since
+    if since is not None:
+        # Only threads written since then are read (whole, for their counters); ids sort by write time.
+        threads = reader.threads_since(since)
+        parts = max(1, min(jobs, len(threads) // _THREADS_PER_SHARE))
+        return [ThreadSelection(thread_ids=tuple(threads[part::parts])) for part in range(parts)]
     if jobs <= 1:
         return [ALL_THREADS]
     points = reader.split_points(jobs)
@@ -226,14 +249,18 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
     read-only transaction (a thread is always read whole by one of them).
     """
     reader, backend = open_reader(request.choice.target)
+    settings = request.settings
     report = ScanReport(
         database=request.choice.target.describe(),
         found_via=request.choice.found_via,
         backend=backend,
         expected_cadence=request.settings.expected_cadence,
         cadence_source=request.cadence_source,
-        superstep_bound=request.settings.superstep_bound,
+        superstep_bound=settings.superstep_bound,
+        since=settings.since,
     )
+    epochs: list[Epoch] = []
+    provisional: list[Finding] = []
     for share in _run_shares(request, _selections(reader, request, jobs), progress):
         report.threads += share.threads
         report.lineages += share.lineages
@@ -241,10 +268,25 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
         report.kinds.update(share.kinds)
         report.inferred_cadences.update(share.inferred_cadences)
         report.findings.extend(share.findings)
+        epochs.extend(share.epochs)
+        provisional.extend(share.provisional)
     if request.thread_id is not None and report.threads == 0:
         raise StoreError(f"no checkpoints for thread {request.thread_id!r} in {report.database}")
-    if request.settings.expected_cadence is None:
-        disagreement = cross_thread_cadence(report.inferred_cadences)
+    report.timeline = build_timeline(epochs, settings.timeline, settings.expected_cadence)
+    report.findings.extend(judge_in_time(report.timeline, _by_thread(epochs), _by_thread(provisional), settings.since))
+    if settings.expected_cadence is None and report.timeline.current is None:
+        disagreement = cross_thread_cadence(report.inferred_cadences, concurrent_classes(report.timeline))
         if disagreement is not None:
             report.findings.append(disagreement)
     return report
+
+
+_Keyed = TypeVar("_Keyed", Epoch, Finding)
+
+
+def _by_thread(items: list[_Keyed]) -> dict[str, list[_Keyed]]:
+    grouped: dict[str, list[_Keyed]] = {}
+    for item in items:
+        assert item.thread_id is not None
+        grouped.setdefault(item.thread_id, []).append(item)
+    return grouped

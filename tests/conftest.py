@@ -198,3 +198,30 @@ def pg_readonly_role() -> Iterator[Callable[..., str]]:
         except psycopg.OperationalError:
             pass  # the database is already gone with its grants
         _admin_exec(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture(scope="session")
+def built_timelines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, str], BuiltDatabase]]:
+    """``get(backend, scenario)``: a timeline scenario's own database (timelines.py), built once."""
+    built: dict[tuple[str, str], BuiltDatabase] = {}
+    databases: list[str] = []
+
+    def get(backend: str, scenario: str) -> BuiltDatabase:
+        key = (backend, scenario)
+        if key not in built:
+            if backend == "sqlite":
+                path = tmp_path_factory.mktemp(f"timeline-{scenario}") / "deerflow.db"
+                built[key] = BuiltDatabase("sqlite", str(path), None, build_sqlite(path, [scenario]))
+            else:
+                require_postgres()
+                name = create_database("ckpt_timeline")
+                databases.append(name)
+                dsn = dsn_for(name)
+                built[key] = BuiltDatabase("postgres", dsn, None, build_postgres(dsn, None, [scenario]), name)
+        return built[key]
+
+    try:
+        yield get
+    finally:
+        for name in databases:
+            drop_database(name)

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
+from deerflow_ckpt.report.shape_json import JSON_SCHEMA_VERSION
 from tests.conftest import BuiltDatabase
 from tests.unprivileged import run_ckpt
 
@@ -218,7 +219,8 @@ def test_json_document_shape(built_sqlite: BuiltDatabase) -> None:
     code, out, _ = ckpt("verify-shape", "--db", str(built_sqlite.path), "--format", "json")
     assert code == 1 and ANSI_ESCAPE not in out
     document = json.loads(out)
-    assert document["schema_version"] == 1 and document["command"] == "verify-shape"
+    assert document["schema_version"] == JSON_SCHEMA_VERSION == 2 and document["command"] == "verify-shape"
+    assert set(document["timeline"]) >= {"classes", "changes", "in_force"}
     assert document["database"]["backend"] == "sqlite"
     assert document["exit_code"] == 1
     assert sum(document["summary"]["by_rule"].values()) == len(document["findings"])

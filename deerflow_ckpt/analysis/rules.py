@@ -96,6 +96,20 @@ RULES: dict[str, Rule] = {
             "a snapshot was removed: reads still work but replay walks back to the previous one",
         ),
         Rule(
+            "CK205",
+            Severity.INFO,
+            "cadence changed cleanly",
+            "history before the change is judged at the cadence then in force; nothing to do if the change was "
+            "deliberate",
+        ),
+        Rule(
+            "CK206",
+            Severity.WARNING,
+            "rolling cadence change: both cadences wrote for a while",
+            "threads written by both cadences in the window have mixed history but read correctly; finish "
+            "restarts promptly, and check no process still runs the old value",
+        ),
+        Rule(
             "CK301",
             Severity.ERROR,
             "severed lineage: an extra parentless checkpoint",

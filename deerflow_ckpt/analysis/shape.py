@@ -7,8 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
+from deerflow_ckpt.analysis.epochs import Epoch, lineage_epochs
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity, rule
+from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
@@ -39,6 +41,9 @@ class ShapeSettings:
     # The cadence every writer should use (--cadence or config); None means infer it.
     expected_cadence: int | None = None
     superstep_bound: int = DEFAULT_SUPERSTEP_BOUND
+    # Judge only checkpoints whose id sorts at or after this one (store.clock.boundary_id of --since).
+    since: str | None = None
+    timeline: TimelineSettings = field(default_factory=TimelineSettings)
 
 
 class ThreadKind:
@@ -53,6 +58,8 @@ class LineageResult:
     graph: LineageGraph
     profile: CadenceProfile
     findings: list[Finding] = field(default_factory=list)
+    # Cadence epochs of a conversation lineage (empty for subgraph namespaces, which carry their own K).
+    epochs: list[Epoch] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -95,9 +102,14 @@ class _LineageChecker:
         self.findings: list[Finding] = []
         self.severed_roots: set[str] = set()
         self.broken_links: set[str] = set()
+        self.since = settings.since
 
     def add(self, code: str, record: CheckpointRecord | None, message: str) -> None:
         self.findings.append(_finding(code, record, self.lineage, message))
+
+    def judged(self, record: CheckpointRecord) -> bool:
+        """Written at or after --since (ids sort by write time); everything is judged without it."""
+        return self.since is None or record.checkpoint_id >= self.since
 
     def run(self) -> list[Finding]:
         self.check_decoding()
@@ -113,8 +125,9 @@ class _LineageChecker:
     def check_decoding(self) -> None:
         """CK104/CK105: what the store found while reading each row."""
         for record in self.graph.records:
-            for problem in record.problems:
-                self.add(problem.rule, record, problem.detail)
+            if record.problems and self.judged(record):
+                for problem in record.problems:
+                    self.add(problem.rule, record, problem.detail)
 
     def check_lineage(self) -> None:
         """CK301 severed lineage, CK302 missing parent, CK303 misordered parent or cycle."""
@@ -124,9 +137,12 @@ class _LineageChecker:
                 continue
             if record.parent_id not in graph.by_id:
                 self.broken_links.add(record.checkpoint_id)
-                self.add("CK302", record, f"parent {record.parent_id} names no checkpoint in this lineage")
+                if self.judged(record):
+                    self.add("CK302", record, f"parent {record.parent_id} names no checkpoint in this lineage")
             elif record.parent_id >= record.checkpoint_id:
                 self.broken_links.add(record.checkpoint_id)
+                if not self.judged(record):
+                    continue
                 cycle = any(a.checkpoint_id == record.checkpoint_id for a in _walk_with_cycle(graph, record))
                 shape = "forms a cycle" if cycle else "does not sort below its child"
                 self.add("CK303", record, f"parent {record.parent_id} {shape}")
@@ -139,6 +155,8 @@ class _LineageChecker:
             if starts_thread or root.seed or not root.delta:
                 continue
             self.severed_roots.add(root.checkpoint_id)
+            if not self.judged(root):
+                continue
             self.add(
                 "CK301",
                 root,
@@ -150,6 +168,8 @@ class _LineageChecker:
         """CK101 plain lists in delta checkpoints, CK102 markers without snapshots, CK103 empty snapshots."""
         graph = self.graph
         for record in graph.records:
+            if not self.judged(record):
+                continue
             if record.messages is Shape.DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
             elif record.messages is Shape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
@@ -182,7 +202,9 @@ class _LineageChecker:
         graph = self.graph
         expected = self.settings.expected_cadence if self._cadence_applies() else None
         bound = self.settings.superstep_bound
-        over_cadence = [r for r in graph.records if expected is not None and (r.updates or 0) >= expected]
+        over_cadence = [
+            r for r in graph.records if expected is not None and (r.updates or 0) >= expected and self.judged(r)
+        ]
         if over_cadence and expected is not None:
             first, top = over_cadence[0], max(r.updates or 0 for r in over_cadence)
             self.add(
@@ -191,7 +213,7 @@ class _LineageChecker:
                 f"updates counter reaches {top} without a snapshot (first at {_step(first)}, "
                 f"{len(over_cadence)} checkpoints at or above the expected cadence {expected})",
             )
-        over_bound = [r for r in graph.records if (r.supersteps or 0) >= bound]
+        over_bound = [r for r in graph.records if (r.supersteps or 0) >= bound and self.judged(r)]
         if over_bound:
             first, top = over_bound[0], max(r.supersteps or 0 for r in over_bound)
             self.add(
@@ -212,7 +234,7 @@ class _LineageChecker:
                 and record.readable
                 and parent.metadata_ok
             )
-            if stripped:
+            if stripped and self.judged(record):
                 self.add("CK204", record, f"counters reset at {_step(record)} but no snapshot is stored there")
 
     def _cadence_applies(self) -> bool:
@@ -223,7 +245,11 @@ class _LineageChecker:
         """CK202: intervals that contradict the expected K, or each other (mixed writers)."""
         expected = self.settings.expected_cadence if self._cadence_applies() else None
         if expected is not None:
-            off = [e for e in self.profile.snapshots if not e.trigger.forced and e.counter_interval != expected]
+            off = [
+                e
+                for e in self.profile.snapshots
+                if not e.trigger.forced and e.counter_interval != expected and self.judged(e.record)
+            ]
             if off:
                 intervals = ", ".join(str(e.counter_interval) for e in off[:8]) + (", ..." if len(off) > 8 else "")
                 plural = "s" if len(off) > 1 else ""
@@ -237,7 +263,9 @@ class _LineageChecker:
         bounds = self.profile.bounds
         if bounds.contradictory:
             assert bounds.lower_at is not None and bounds.upper_at is not None
-            cadence_events = [e for e in self.profile.snapshots if not e.trigger.forced]
+            cadence_events = [e for e in self.profile.snapshots if not e.trigger.forced and self.judged(e.record)]
+            if not cadence_events:
+                return
             # Point at the longest interval: where a smaller-K writer took over from a larger-K one.
             longest = max(cadence_events, key=lambda e: (e.counter_interval, e.record.checkpoint_id))
             self.add(
@@ -267,7 +295,9 @@ class _LineageChecker:
             below = 0 if resets and parent.readable else since_reset.get(parent.checkpoint_id)
             found = None if below is None else below + parent.message_write_tasks
             since_reset[record.checkpoint_id] = found
-            if found is not None and record.updates is not None and record.delta and record.updates > found:
+            short_here = found is not None and record.updates is not None and record.delta and record.updates > found
+            if short_here and self.judged(record):
+                assert found is not None
                 short.append((record, found))
         if short:
             first, (last, found) = short[0][0], short[-1]
@@ -290,6 +320,8 @@ class _LineageChecker:
             if len(children) < 2 or not (record.delta or any(c.delta for c in children)):
                 continue
             for branch in sorted(children, key=lambda c: c.checkpoint_id)[1:]:
+                if not self.judged(branch):
+                    continue
                 self.add(
                     "CK305", branch, f"branch at {_step(branch)} forks from {_step(record)} ({record.checkpoint_id})"
                 )
@@ -300,7 +332,7 @@ class _LineageChecker:
         for record in graph.records:
             parent = record.parent_record
             changed = not record.delta and parent is not None and parent.delta
-            if changed and record.readable and parent is not None and parent.metadata_ok:
+            if changed and record.readable and parent is not None and parent.metadata_ok and self.judged(record):
                 self.add(
                     "CK401",
                     record,
@@ -325,14 +357,22 @@ def check_lineage(graph: LineageGraph, settings: ShapeSettings) -> LineageResult
     profile = cadence_profile(graph, settings.superstep_bound)
     result = LineageResult(graph.lineage, graph, profile)
     result.findings = _LineageChecker(graph, profile, settings).run()
+    if graph.lineage.checkpoint_ns == CONVERSATION_NS:
+        result.epochs = lineage_epochs(graph, profile)
     return result
 
 
-def cross_thread_cadence(inferred: Counter[int]) -> Finding | None:
-    """CK202 at database level: with no expected K, conversations that settled on different cadences."""
-    if len(inferred) < 2:
+def cross_thread_cadence(inferred: Counter[int], concurrent: str | None = None) -> Finding | None:
+    """CK202 at database level, with no expected K: conversations that settled on different cadences,
+    and cadence classes that wrote side by side (`concurrent`, from the timeline)."""
+    parts = []
+    if len(inferred) >= 2:
+        spread = ", ".join(f"K={k} ({n} thread{'s' if n > 1 else ''})" for k, n in sorted(inferred.items()))
+        parts.append(f"threads disagree on the cadence: {spread}")
+    if concurrent is not None:
+        parts.append(concurrent)
+    if not parts:
         return None
-    spread = ", ".join(f"K={k} ({n} thread{'s' if n > 1 else ''})" for k, n in sorted(inferred.items()))
     return Finding(
         rule="CK202",
         severity=rule("CK202").severity,
@@ -340,5 +380,5 @@ def cross_thread_cadence(inferred: Counter[int]) -> Finding | None:
         checkpoint_ns=None,
         checkpoint_id=None,
         step=None,
-        message=f"threads disagree on the cadence: {spread}",
+        message="; ".join(parts),
     )

@@ -39,6 +39,26 @@ CONFIG_OPTION = typer.Option(
 CADENCE_OPTION = typer.Option(
     None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
 )
+SINCE_OPTION = typer.Option(
+    None,
+    "--since",
+    metavar="TIME|ID",
+    help="Judge only checkpoints written at or after this ISO-8601 time (UTC unless it has an offset) or "
+    "checkpoint id; only threads written since then are read.",
+    show_default=False,
+)
+CLOCK_SKEW_OPTION = typer.Option(
+    "5s",
+    "--clock-skew",
+    metavar="DURATION",
+    help="How far apart writers' clocks may be: writes closer than this are not ordered (e.g. 5s, 1m).",
+)
+ROLLING_WINDOW_OPTION = typer.Option(
+    "15m",
+    "--rolling-window",
+    metavar="DURATION",
+    help="How long two cadences may both write after a change before it counts as concurrent writers.",
+)
 IMMUTABLE_OPTION = typer.Option(
     False,
     "--immutable",
@@ -103,3 +123,42 @@ def _expected_cadence(
         why = f"${reading.env_reference} is not set" if reading.env_reference else f"the value {reading.problem}"
         return None, f"unknown ({config_path}: {why})"
     return reading.effective, f"{config_path}, {settings.cadence_origin}"
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str, option: str) -> int:
+    """'90', '90s', '15m', '2h', '1d' -> nanoseconds."""
+    text = value.strip().lower()
+    unit = _UNITS.get(text[-1:])
+    number = text[:-1] if unit is not None else text
+    try:
+        seconds = float(number)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected a duration such as 30s, 15m or 2h, got {value!r}", param_hint=option
+        ) from None
+    if not seconds >= 0 or seconds > 10 * 365 * 86400:
+        raise typer.BadParameter(f"expected a duration from 0 to 10 years, got {value!r}", param_hint=option)
+    return int(seconds * (unit or 1) * 1_000_000_000)
+
+
+def parse_since(value: str | None) -> str | None:
+    """--since as the smallest checkpoint id written at or after it (UUIDv6 ids sort by write time)."""
+    if value is None:
+        return None
+    from datetime import datetime
+
+    from deerflow_ckpt.store.clock import boundary_id, from_datetime, write_time_ns
+
+    text = value.strip()
+    if write_time_ns(text.lower()) is not None:
+        return text.lower()
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected an ISO-8601 time (2026-12-03T10:00:00Z) or a checkpoint id, got {value!r}", param_hint="--since"
+        ) from None
+    return boundary_id(from_datetime(moment))

@@ -30,6 +30,9 @@ def verify_shape(
     thread: str | None = typer.Option(
         None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
     ),
+    since: str | None = database_options.SINCE_OPTION,
+    clock_skew: str = database_options.CLOCK_SKEW_OPTION,
+    rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
     output_format: ReportFormat = ci_options.FORMAT_OPTION,
     output: Path | None = ci_options.OUTPUT_OPTION,
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
@@ -48,16 +51,24 @@ def verify_shape(
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
     Reads only: SQLite through a mode=ro URI, Postgres in read-only transactions. Blobs are never
-    loaded with LangGraph's serializer. Exit 1 when findings at or above --fail-on exist.
+    loaded with LangGraph's serializer. Each checkpoint is judged against the cadence in force when it
+    was written (a clean change of K is reported once, as information). Exit 1 when findings at or
+    above --fail-on exist.
     """
     from deerflow_ckpt.analysis.shape import ShapeSettings
+    from deerflow_ckpt.analysis.timeline import TimelineSettings
     from deerflow_ckpt.scan import ScanRequest
 
+    boundary = database_options.parse_since(since)
+    timeline = TimelineSettings(
+        database_options.parse_duration(clock_skew, "--clock-skew"),
+        database_options.parse_duration(rolling_window, "--rolling-window"),
+    )
     selection = database_options.select(db, schema, config, cadence, immutable)
     message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(
         choice=selection.choice,
-        settings=ShapeSettings(expected_cadence=selection.expected_cadence, superstep_bound=max_supersteps),
+        settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline),
         cadence_source=selection.cadence_source,
         thread_id=thread,
     )

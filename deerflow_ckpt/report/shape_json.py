@@ -7,10 +7,13 @@ from typing import Any
 
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.report.annotations import severity_counts
+from deerflow_ckpt.report.timeline_json import timeline_to_dict
 from deerflow_ckpt.scan import ScanReport
 
-JSON_SCHEMA_VERSION = 1
+# 2: settings.since/clock_skew_seconds/rolling_window_seconds and the timeline object.
+JSON_SCHEMA_VERSION = 2
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
@@ -29,6 +32,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
     by_severity = severity_counts(report.findings)
+    timeline_settings = report.timeline.settings if report.timeline is not None else TimelineSettings()
     document = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "verify-shape",
@@ -41,8 +45,12 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "expected_cadence": report.expected_cadence,
             "cadence_source": report.cadence_source,
             "superstep_bound": report.superstep_bound,
+            "since": report.since,
+            "clock_skew_seconds": timeline_settings.clock_skew_ns / 1e9,
+            "rolling_window_seconds": timeline_settings.rolling_window_ns / 1e9,
             "fail_on": fail_on.value,
         },
+        "timeline": timeline_to_dict(report.timeline),
         "summary": {
             "threads": report.threads,
             "lineages": report.lineages,

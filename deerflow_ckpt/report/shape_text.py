@@ -8,6 +8,7 @@ from rich.text import Text
 
 from deerflow_ckpt.analysis.rules import RULES, Severity
 from deerflow_ckpt.scan import ScanReport
+from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -15,14 +16,40 @@ _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Sever
 def _cadence_line(report: ScanReport) -> str:
     if report.expected_cadence is not None:
         return f"expected cadence K={report.expected_cadence} (from {report.cadence_source})"
+    timeline = report.timeline
+    if timeline is not None and timeline.current is not None and len(timeline.classes) > 1:
+        since = timeline.current_since_ns()
+        return f"expected cadence unknown; in force now: {timeline.current.label} since {format_time(since)}"
     inferred = ", ".join(f"K={k} x{n}" for k, n in sorted(report.inferred_cadences.items())) or "none settled"
     return f"expected cadence unknown; inferred per thread: {inferred}"
+
+
+def _timeline_lines(report: ScanReport) -> list[str]:
+    """The cadence classes in time order and how each change happened (nothing for a single cadence)."""
+    timeline = report.timeline
+    if timeline is None or len(timeline.classes) < 2:
+        return []
+    classes = ", ".join(
+        f"{c.label} {format_time(c.first_time_ns)}..{format_time(c.last_time_ns)} ({c.threads} threads)"
+        for c in timeline.classes
+    )
+    lines = [f"cadences over time: {classes}"]
+    for change in timeline.changes:
+        lines.append(
+            f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"
+            f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
+        )
+    return lines
 
 
 def render_text(report: ScanReport, console: Console) -> None:
     console.print(Text(f"Scanned {report.database}", style="bold"))
     console.print(f"  found via {report.found_via}")
     console.print(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}")
+    if report.since is not None:
+        console.print(f"  judged: checkpoints written at or after {format_time(write_time_ns(report.since))}")
+    for timeline_line in _timeline_lines(report):
+        console.print(f"  {timeline_line}")
     kinds = report.kinds
     console.print(
         f"  {report.threads} threads ({kinds.get('delta', 0)} delta, {kinds.get('full', 0)} full, "

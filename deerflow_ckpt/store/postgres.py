@@ -220,6 +220,28 @@ class PostgresCheckpointReader:
         cursor.execute(query, parameters)
         return cursor
 
+    def threads_since(self, boundary: str) -> list[str]:
+        """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order."""
+        import psycopg
+        from psycopg import sql
+
+        connection = _connect(self.target)
+        try:
+            tables = _table_names(connection, self.target.schema)
+            collate = sql.SQL("") if _byte_ordered(connection) else sql.SQL(' COLLATE "C"')
+            query = sql.SQL("SELECT DISTINCT thread_id{c} FROM {t} WHERE checkpoint_id{c} >= %s ORDER BY 1").format(
+                c=collate, t=tables["checkpoints"]
+            )
+            with connection.cursor() as cursor:
+                cursor.execute(query, (boundary,))
+                found = [row[0] for row in cursor.fetchall()]
+            connection.rollback()
+            return found
+        except psycopg.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
+        finally:
+            connection.close()
+
     def split_points(self, parts: int) -> list[str]:
         """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
         import psycopg
@@ -257,8 +279,8 @@ class PostgresCheckpointReader:
         from psycopg import sql
 
         suffix = "" if byte_ordered else ' COLLATE "C"'
-        qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s")
-        plain, _ = selection.conditions(f"thread_id{suffix}", "%s")
+        qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s", sqlite=False)
+        plain, _ = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
         filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
         plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
         parameters: tuple[Any, ...] = tuple(values)

@@ -336,6 +336,20 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
+    def threads_since(self, boundary: str) -> list[str]:
+        """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order.
+
+        Answered from the primary key's index (thread_id, checkpoint_ns, checkpoint_id): no blob is read.
+        """
+        connection = connect_readonly(self.target)
+        try:
+            query = "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id >= ? ORDER BY thread_id"
+            return [row[0] for row in connection.execute(query, (boundary,))]
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
+        finally:
+            connection.close()
+
     def split_points(self, parts: int) -> list[str]:
         """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
         connection = connect_readonly(self.target)
@@ -464,7 +478,7 @@ RECORD_LAYOUT = record_layout()
 
 def _queries(selection: ThreadSelection) -> tuple[str, str, list[str]]:
     """The checkpoint and write queries limited to `selection`, and their parameters (the same for both)."""
-    clauses, parameters = selection.conditions("thread_id", "?")
+    clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
     and_where = "AND " + " AND ".join(clauses) if clauses else ""
     return _CHECKPOINTS_SQL.format(where=where), _WRITES_SQL.format(and_where=and_where), parameters

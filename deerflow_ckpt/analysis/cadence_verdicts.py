@@ -1,0 +1,179 @@
+"""CK201/CK202 judged in time, and the database's cadence changes (CK205 clean, CK206 rolling).
+
+While the database streams by, each conversation lineage is checked against one cadence (the
+expected K, or its own inferred one): those CK201/CK202 findings are provisional. Once every epoch
+is known, the timeline says which cadence was in force when: a thread whose other-cadence writes all
+precede the change keeps none of them, one touched inside a rolling change's window is named in that
+change's warning, and one another cadence still wrote after the window keeps its errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from deerflow_ckpt.analysis.epochs import Epoch
+from deerflow_ckpt.analysis.rules import rule
+from deerflow_ckpt.analysis.shape import CONVERSATION_NS, Finding
+from deerflow_ckpt.analysis.timeline import Change, ChangeKind, ThreadJudgement, Timeline, Verdict, judge_thread
+from deerflow_ckpt.store.clock import format_duration, format_time, write_time_ns
+
+CADENCE_RULES = frozenset({"CK201", "CK202"})
+# Threads named in one database-level finding; the rest are counted.
+NAMED_THREADS = 10
+
+
+def is_provisional(finding: Finding) -> bool:
+    """A conversation's CK201/CK202, to be judged against the cadence in force when it was written."""
+    return finding.rule in CADENCE_RULES and finding.thread_id is not None and finding.checkpoint_ns == CONVERSATION_NS
+
+
+def judge_in_time(
+    timeline: Timeline,
+    epochs_by_thread: dict[str, list[Epoch]],
+    provisional: dict[str, list[Finding]],
+    since: str | None = None,
+) -> list[Finding]:
+    """The provisional findings that stand, the ones the timeline adds, and its database-level changes."""
+    if timeline.current is None or len(timeline.classes) < 2:
+        return [finding for findings in provisional.values() for finding in findings]
+    judged: list[Finding] = []
+    for thread_id in sorted(set(provisional) | set(epochs_by_thread)):
+        judgement = judge_thread(timeline, epochs_by_thread.get(thread_id, []))
+        found = provisional.get(thread_id, [])
+        if judgement.verdict in (Verdict.HISTORY, Verdict.ROLLING):
+            continue
+        if judgement.verdict is not Verdict.CONCURRENT:
+            judged.extend(found)
+        elif found:
+            judged.extend(_in_time(finding, judgement, timeline, since) for finding in found)
+        elif judgement.latest is not None and (since is None or judgement.latest.checkpoint_id >= since):
+            judged.append(_concurrent_writer(thread_id, judgement, "CK201" if judgement.counter else "CK202", timeline))
+    judged.extend(database_changes(timeline, since))
+    return judged
+
+
+def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding:
+    """A provisional finding with when the other cadence last wrote; re-pointed when the checkpoint it
+    names was written before the cadence in force began (history), at the latest write that was not."""
+    written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
+    began = judgement.since_ns
+    mark = judgement.counter if finding.rule == "CK201" else judgement.interval
+    history = written is not None and began is not None and written <= began + timeline.settings.clock_skew_ns
+    if history and mark is not None and (since is None or mark.checkpoint_id >= since):
+        assert finding.thread_id is not None
+        return _concurrent_writer(finding.thread_id, judgement, finding.rule, timeline)
+    return _with_timing(finding, judgement, timeline)
+
+
+def _in_force(timeline: Timeline) -> str:
+    assert timeline.current is not None
+    return f"K={timeline.expected}" if timeline.expected is not None else timeline.current.label
+
+
+def _timing(judgement: ThreadJudgement, timeline: Timeline) -> str:
+    latest = judgement.latest
+    assert latest is not None
+    if judgement.since_ns is None:
+        return f"{judgement.other} still wrote at {format_time(latest.time_ns)}"
+    late = format_duration(latest.time_ns - judgement.since_ns)
+    return (
+        f"{judgement.other} still wrote at {format_time(latest.time_ns)} (checkpoint {latest.checkpoint_id}), "
+        f"{late} after {_in_force(timeline)} began at {format_time(judgement.since_ns)}"
+    )
+
+
+def _with_timing(finding: Finding, judgement: ThreadJudgement, timeline: Timeline) -> Finding:
+    return Finding(
+        finding.rule,
+        finding.severity,
+        finding.thread_id,
+        finding.checkpoint_ns,
+        finding.checkpoint_id,
+        finding.step,
+        f"{finding.message}; {_timing(judgement, timeline)}",
+    )
+
+
+def _concurrent_writer(thread_id: str, judgement: ThreadJudgement, code: str, timeline: Timeline) -> Finding:
+    """A thread another cadence kept writing after the one in force took over, named at that write."""
+    if code == "CK201":
+        latest = judgement.counter
+        assert latest is not None
+        what = f"updates counter reaches {latest.value - 1} without a snapshot"
+    else:
+        latest = judgement.interval
+        assert latest is not None
+        what = f"a cadence snapshot closed an interval of {latest.value} message-writing steps"
+    when = format_time(latest.time_ns)
+    if judgement.since_ns is not None:
+        began = format_time(judgement.since_ns)
+        when += f", {format_duration(latest.time_ns - judgement.since_ns)} after {_in_force(timeline)} began at {began}"
+    return Finding(
+        rule=code,
+        severity=rule(code).severity,
+        thread_id=thread_id,
+        checkpoint_ns=CONVERSATION_NS,
+        checkpoint_id=latest.checkpoint_id,
+        step=latest.step,
+        message=f"{what} at {when}: a process at {judgement.other} still writes this thread",
+    )
+
+
+def concurrent_classes(timeline: Timeline) -> str | None:
+    """With no cadence in force: the classes that wrote side by side beyond the rolling window."""
+    concurrent = [c for c in timeline.changes if c.kind is ChangeKind.CONCURRENT]
+    if timeline.current is not None or not concurrent:
+        return None
+    names = ", ".join(f"{c.label} ({c.threads} thread{'s' if c.threads != 1 else ''})" for c in timeline.classes)
+    start = min(c.at_ns for c in concurrent)
+    end = max(c.older_last.time_ns for c in concurrent)
+    return (
+        f"cadences {names} wrote side by side from {format_time(start)} to {format_time(end)}, beyond the "
+        f"rolling window: no single cadence is in force (pass --cadence K to judge every thread against yours)"
+    )
+
+
+def _thread_list(threads: Sequence[str]) -> str:
+    named = ", ".join(threads[:NAMED_THREADS])
+    more = len(threads) - NAMED_THREADS
+    return named + (f" and {more} more" if more > 0 else "")
+
+
+def database_changes(timeline: Timeline, since: str | None = None) -> list[Finding]:
+    """One CK205 per clean change into the cadence in force, one CK206 per rolling one."""
+    findings = []
+    for change in _changes_into_current(timeline):
+        if change.kind is ChangeKind.CLEAN and (since is None or change.newer_first.checkpoint_id >= since):
+            findings.append(_database_finding("CK205", _clean_message(change, timeline)))
+        elif change.kind is ChangeKind.ROLLING and (since is None or change.older_last.checkpoint_id >= since):
+            findings.append(_database_finding("CK206", _rolling_message(change, timeline)))
+    return findings
+
+
+def _changes_into_current(timeline: Timeline) -> Iterable[Change]:
+    changes = [c for c in timeline.relations.values() if c is not None and c.newer is timeline.current]
+    return sorted(changes, key=lambda c: c.newer_first.time_ns)
+
+
+def _database_finding(code: str, message: str) -> Finding:
+    return Finding(code, rule(code).severity, None, None, None, None, message)
+
+
+def _clean_message(change: Change, timeline: Timeline) -> str:
+    threads = change.threads
+    spanning = f"; {len(threads)} threads span it: {_thread_list(threads)}" if threads else ""
+    return (
+        f"cadence changed from {change.older.label} to {change.newer.label} at {format_time(change.at_ns)} "
+        f"(last {change.older.label} write at {format_time(change.older_last.time_ns)}, clock skew allowed "
+        f"{format_duration(timeline.settings.clock_skew_ns)}){spanning}"
+    )
+
+
+def _rolling_message(change: Change, timeline: Timeline) -> str:
+    threads = change.threads
+    touched = f"; threads both cadences touched in it: {_thread_list(threads)}" if threads else ""
+    return (
+        f"{change.older.label} and {change.newer.label} both wrote from {format_time(change.at_ns)} to "
+        f"{format_time(change.older_last.time_ns)} ({format_duration(change.overlap_ns)}, within the rolling "
+        f"window of {format_duration(timeline.settings.rolling_window_ns)}){touched}"
+    )

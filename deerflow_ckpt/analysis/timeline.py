@@ -1,0 +1,361 @@
+"""The database's cadence timeline: which K was in force when, and how each change happened.
+
+Epochs (epochs.py) of every conversation lineage are grouped into cadence classes: the fewest values
+of K that every epoch admits (a stabbing of their [lower, upper] bounds); an epoch that admits
+exactly one class is that class's evidence, one that admits several is left ambiguous. Between two
+classes, the time range of each one's evidence *against* the other tells how the change happened
+(docs/cadence-timeline.md):
+
+- clean: every write the newer cadence contradicts precedes every write the older one contradicts,
+  within the clock skew allowed between hosts;
+- rolling: they overlap, but the older stops within the rolling window after the newer began;
+- concurrent: the older keeps writing beyond that window (a worker left on the old config).
+
+The cadence in force now is the class holding the expected K, or, with none expected, the class every
+other one changed into. Checkpoints are then judged against the cadence in force when they were
+written: history before a clean change is no violation of today's K.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from deerflow_ckpt.analysis.epochs import Epoch, Fronts, Mark, merge_fronts
+
+DEFAULT_CLOCK_SKEW_NS = 5 * 1_000_000_000
+DEFAULT_ROLLING_WINDOW_NS = 15 * 60 * 1_000_000_000
+
+
+@dataclass(frozen=True)
+class TimelineSettings:
+    # How far apart two hosts' clocks may be: writes closer than this are not ordered.
+    clock_skew_ns: int = DEFAULT_CLOCK_SKEW_NS
+    # How long both cadences may write after a change before it counts as concurrent writers.
+    rolling_window_ns: int = DEFAULT_ROLLING_WINDOW_NS
+
+
+class ChangeKind(StrEnum):
+    CLEAN = "clean"
+    ROLLING = "rolling"
+    CONCURRENT = "concurrent"
+
+
+def bounds_label(lower: int | None, upper: int | None) -> str:
+    """K=10, K>=41, K<=12 or K in [3, 12]; 'K unknown' when nothing bounds it."""
+    if lower is not None and lower == upper:
+        return f"K={lower}"
+    if upper is None:
+        return f"K>={lower}" if lower is not None and lower > 1 else "K unknown"
+    if lower is None or lower <= 1:
+        return f"K<={upper}"
+    return f"K in [{lower}, {upper}]"
+
+
+@dataclass
+class CadenceClass:
+    """Epochs that admit one common K, and only that class's: one cadence the writers ran at."""
+
+    # The K the class was cut at (None: unbounded, the class of epochs that never closed an interval).
+    point: int | None
+    epochs: list[Epoch] = field(default_factory=list)
+    lower: int | None = None
+    upper: int | None = None
+    fronts: Fronts = field(default_factory=Fronts)
+
+    @property
+    def label(self) -> str:
+        return bounds_label(self.lower, self.upper)
+
+    @property
+    def threads(self) -> int:
+        return len({epoch.thread_id for epoch in self.epochs})
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(epoch.checkpoints for epoch in self.epochs)
+
+    @property
+    def first_time_ns(self) -> int | None:
+        return min((e.first_time_ns for e in self.epochs if e.first_time_ns is not None), default=None)
+
+    @property
+    def last_time_ns(self) -> int | None:
+        return max((e.last_time_ns for e in self.epochs if e.last_time_ns is not None), default=None)
+
+    def admits(self, cadence: int) -> bool:
+        return (self.lower is None or self.lower <= cadence) and (self.upper is None or cadence <= self.upper)
+
+    def overlaps(self, epoch: Epoch) -> bool:
+        """The epoch admits some K this class admits."""
+        return (self.lower is None or epoch.upper is None or self.lower <= epoch.upper) and (
+            self.upper is None or epoch.lower is None or epoch.lower <= self.upper
+        )
+
+    def evidence_against(self, other: CadenceClass) -> tuple[Mark | None, Mark | None]:
+        """The first and last of this class's writes that `other`'s cadence cannot explain."""
+        return (
+            self.fronts.first_against(other.lower, other.upper),
+            self.fronts.last_against(other.lower, other.upper),
+        )
+
+
+@dataclass(frozen=True)
+class Change:
+    """How `older` gave way to `newer`."""
+
+    older: CadenceClass
+    newer: CadenceClass
+    kind: ChangeKind
+    # The newer cadence's first write the older cannot explain, and the older's last such write.
+    newer_first: Mark
+    older_last: Mark
+    # Threads both cadences wrote: across the change (clean), or inside the window (rolling).
+    threads: tuple[str, ...] = ()
+
+    @property
+    def at_ns(self) -> int:
+        return self.newer_first.time_ns
+
+    @property
+    def overlap_ns(self) -> int:
+        return self.older_last.time_ns - self.newer_first.time_ns
+
+
+def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings) -> Change | None:
+    """How the two classes follow each other in time; None when one has no timed evidence against the other."""
+    a_first, a_last = a.evidence_against(b)
+    b_first, b_last = b.evidence_against(a)
+    if a_first is None or a_last is None or b_first is None or b_last is None:
+        return None
+    if a_last.time_ns <= b_first.time_ns + settings.clock_skew_ns:
+        return Change(a, b, ChangeKind.CLEAN, b_first, a_last)
+    if b_last.time_ns <= a_first.time_ns + settings.clock_skew_ns:
+        return Change(b, a, ChangeKind.CLEAN, a_first, b_last)
+    if a_first.time_ns <= b_first.time_ns:
+        older, newer, newer_first, older_last = a, b, b_first, a_last
+    else:
+        older, newer, newer_first, older_last = b, a, a_first, b_last
+    within = older_last.time_ns <= newer_first.time_ns + settings.rolling_window_ns
+    return Change(older, newer, ChangeKind.ROLLING if within else ChangeKind.CONCURRENT, newer_first, older_last)
+
+
+def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
+    """The fewest K values every epoch admits one of (greedy by upper bound), one class each."""
+    bounded = sorted((e for e in epochs if e.upper is not None), key=lambda e: e.upper or 0)
+    points: list[int | None] = []
+    for epoch in bounded:
+        if not any(p is not None and epoch.admits(p) for p in points):
+            points.append(epoch.upper)
+    if any(e.upper is None and not any(p is not None and e.admits(p) for p in points) for e in epochs):
+        points.append(None)
+    return [CadenceClass(point) for point in points]
+
+
+def _admits_point(epoch: Epoch, point: int | None) -> bool:
+    return epoch.upper is None if point is None else epoch.admits(point)
+
+
+@dataclass
+class Timeline:
+    """Cadence classes in time order, the changes between them, and the class in force now."""
+
+    classes: list[CadenceClass]
+    changes: list[Change]
+    current: CadenceClass | None
+    # Relations between the class in force and every other one (None: no timed evidence to order them).
+    relations: dict[int, Change | None]
+    # Epochs that admit more than one class (too little evidence to tell which cadence wrote them).
+    ambiguous: list[Epoch]
+    settings: TimelineSettings
+    expected: int | None
+
+    def class_of(self, epoch: Epoch) -> CadenceClass | None:
+        """The class the epoch is evidence of; None when it admits several (or none)."""
+        found = [c for c in self.classes if c.overlaps(epoch) and _admits_point(epoch, c.point)]
+        return found[0] if len(found) == 1 else None
+
+    def fits_current(self, epoch: Epoch) -> bool:
+        if self.current is None:
+            return True
+        if self.expected is not None:
+            return epoch.admits(self.expected)
+        return self.current.overlaps(epoch)
+
+    def relation_to_current(self, cadence_class: CadenceClass | None) -> Change | None:
+        if cadence_class is None:
+            return None
+        return self.relations.get(id(cadence_class))
+
+    def current_since_ns(self) -> int | None:
+        """When the cadence in force first wrote something an earlier cadence cannot explain."""
+        times = [c.newer_first.time_ns for c in self.relations.values() if c is not None and c.newer is self.current]
+        return min(times, default=None)
+
+
+def build_timeline(
+    epochs: Iterable[Epoch], settings: TimelineSettings | None = None, expected: int | None = None
+) -> Timeline:
+    """Classes from the conversation epochs of a whole database, ordered, with the class in force now."""
+    settings = settings or TimelineSettings()
+    epochs = [epoch for epoch in epochs if epoch.lower is not None or epoch.upper is not None]
+    classes = _stab(epochs)
+    ambiguous: list[Epoch] = []
+    for epoch in epochs:
+        admitted = [c for c in classes if _admits_point(epoch, c.point)]
+        if len(admitted) == 1:
+            admitted[0].epochs.append(epoch)
+        else:
+            ambiguous.append(epoch)
+    for cadence_class in classes:
+        lowers = [e.lower for e in cadence_class.epochs if e.lower is not None]
+        uppers = [e.upper for e in cadence_class.epochs if e.upper is not None]
+        cadence_class.lower = max(lowers, default=None)
+        cadence_class.upper = min(uppers, default=None)
+        cadence_class.fronts = merge_fronts(e.fronts for e in cadence_class.epochs)
+    classes = [c for c in classes if c.epochs]
+    classes.sort(key=lambda c: (c.first_time_ns is None, c.first_time_ns or 0, c.point is None, c.point or 0))
+    changes = [
+        change
+        for older, newer in itertools.pairwise(classes)
+        if (change := _relation(older, newer, settings)) is not None
+    ]
+    current = _current(classes, settings, expected)
+    relations: dict[int, Change | None] = {}
+    if current is not None:
+        for other in classes:
+            if other is not current:
+                relations[id(other)] = _relation(other, current, settings)
+    timeline = Timeline(classes, changes, current, relations, ambiguous, settings, expected)
+    _name_threads(timeline)
+    return timeline
+
+
+def _current(classes: list[CadenceClass], settings: TimelineSettings, expected: int | None) -> CadenceClass | None:
+    if expected is not None:
+        holding = [c for c in classes if c.admits(expected)]
+        return min(holding, key=lambda c: c.point != expected) if holding else None
+    for candidate in classes:
+        changes = [_relation(other, candidate, settings) for other in classes if other is not candidate]
+        if all(c is not None and c.newer is candidate and c.kind is not ChangeKind.CONCURRENT for c in changes):
+            return candidate
+    return None
+
+
+def _name_threads(timeline: Timeline) -> None:
+    """Each change learns the threads both of its cadences wrote (inside the window, when rolling)."""
+    current = timeline.current
+    if current is None:
+        return
+    by_thread: dict[str, list[Epoch]] = defaultdict(list)
+    for epoch in current.epochs:
+        by_thread[epoch.thread_id].append(epoch)
+    for key, change in list(timeline.relations.items()):
+        if change is None or change.newer is not current:
+            continue
+        spanning = sorted(
+            {
+                e.thread_id
+                for e in change.older.epochs
+                if e.thread_id in by_thread
+                and (
+                    change.kind is not ChangeKind.ROLLING
+                    or (
+                        (mark := e.fronts.last_against(current.lower, current.upper)) is not None
+                        and mark.time_ns > change.newer_first.time_ns + timeline.settings.clock_skew_ns
+                    )
+                )
+            }
+        )
+        timeline.relations[key] = Change(
+            change.older, change.newer, change.kind, change.newer_first, change.older_last, tuple(spanning)
+        )
+
+
+class Verdict(StrEnum):
+    """What the timeline makes of one thread's cadence evidence against the cadence in force."""
+
+    FITS = "fits"  # every epoch admits the cadence in force
+    HISTORY = "history"  # other cadences wrote only before the one in force began
+    ROLLING = "rolling"  # another cadence wrote inside a rolling change's window
+    CONCURRENT = "concurrent"  # another cadence wrote after the one in force began, beyond the window
+    UNKNOWN = "unknown"  # no class in force, or evidence without a readable write time
+
+
+_RANK = {Verdict.FITS: 0, Verdict.HISTORY: 1, Verdict.ROLLING: 2, Verdict.UNKNOWN: 3, Verdict.CONCURRENT: 4}
+
+
+@dataclass(frozen=True)
+class ThreadJudgement:
+    verdict: Verdict
+    # The latest updates counter and the latest cadence interval the cadence in force cannot explain.
+    counter: Mark | None = None
+    interval: Mark | None = None
+    # The cadence that wrote them, and since when the one in force was writing.
+    other: str | None = None
+    since_ns: int | None = None
+
+    @property
+    def latest(self) -> Mark | None:
+        marks = [m for m in (self.counter, self.interval) if m is not None]
+        return max(marks, key=lambda m: m.time_ns, default=None)
+
+
+def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement:
+    """The worst verdict over a thread's conversation epochs."""
+    current = timeline.current
+    if current is None:
+        return ThreadJudgement(Verdict.UNKNOWN)
+    worst = ThreadJudgement(Verdict.FITS)
+    expected = timeline.expected
+    lower, upper = (expected, expected) if expected is not None else (current.lower, current.upper)
+    for epoch in epochs:
+        if timeline.fits_current(epoch):
+            continue
+        judgement = _judge_epoch(timeline, epoch, lower, upper)
+        if _RANK[judgement.verdict] > _RANK[worst.verdict]:
+            worst = judgement
+        elif judgement.verdict is worst.verdict and worst.verdict is not Verdict.FITS:
+            worst = ThreadJudgement(
+                worst.verdict,
+                _later(worst.counter, judgement.counter),
+                _later(worst.interval, judgement.interval),
+                worst.other,
+                worst.since_ns,
+            )
+    return worst
+
+
+def _later(a: Mark | None, b: Mark | None) -> Mark | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.time_ns >= b.time_ns else b
+
+
+def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int | None) -> ThreadJudgement:
+    counter = epoch.fronts.last_against(None, upper)
+    interval = epoch.fronts.last_against(lower, None)
+    latest = _later(counter, interval)
+    if latest is None:
+        return ThreadJudgement(Verdict.UNKNOWN)
+    cadence_class = timeline.class_of(epoch)
+    change = timeline.relation_to_current(cadence_class)
+    other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
+    follows = change is not None and change.newer is timeline.current
+    began = change.newer_first.time_ns if change is not None and follows else timeline.current_since_ns()
+    verdict = Verdict.CONCURRENT
+    settings = timeline.settings
+    if began is not None and latest.time_ns <= began + settings.clock_skew_ns:
+        verdict = Verdict.HISTORY
+    elif (
+        began is not None
+        and follows
+        and change is not None
+        and change.kind is ChangeKind.ROLLING
+        and latest.time_ns <= began + settings.rolling_window_ns
+    ):
+        verdict = Verdict.ROLLING
+    return ThreadJudgement(verdict, counter, interval, other, began)
