@@ -8,6 +8,7 @@ setup() migrates, and its reads report inherited snapshots as if every checkpoin
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -220,8 +221,9 @@ class PostgresCheckpointReader:
         cursor.execute(query, parameters)
         return cursor
 
-    def threads_since(self, boundary: str) -> list[str]:
-        """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order."""
+    @contextmanager
+    def _session(self) -> Iterator[tuple[Any, dict[str, Any], Any]]:
+        """A read-only connection with the checkpoint tables and the byte-order collate clause; rolled back."""
         import psycopg
         from psycopg import sql
 
@@ -229,49 +231,38 @@ class PostgresCheckpointReader:
         try:
             tables = _table_names(connection, self.target.schema)
             collate = sql.SQL("") if _byte_ordered(connection) else sql.SQL(' COLLATE "C"')
-            query = sql.SQL("SELECT DISTINCT thread_id{c} FROM {t} WHERE checkpoint_id{c} >= %s ORDER BY 1").format(
-                c=collate, t=tables["checkpoints"]
-            )
-            with connection.cursor() as cursor:
-                cursor.execute(query, (boundary,))
-                found = [row[0] for row in cursor.fetchall()]
+            yield connection, tables, collate
             connection.rollback()
-            return found
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
         finally:
             connection.close()
+
+    def threads_since(self, boundary: str) -> list[str]:
+        """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order."""
+        from psycopg import sql
+
+        with self._session() as (connection, tables, collate), connection.cursor() as cursor:
+            query = "SELECT DISTINCT thread_id{c} FROM {t} WHERE checkpoint_id{c} >= %s ORDER BY 1"
+            cursor.execute(sql.SQL(query).format(c=collate, t=tables["checkpoints"]), (boundary,))
+            return [row[0] for row in cursor.fetchall()]
 
     def split_points(self, parts: int) -> list[str]:
         """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
-        import psycopg
         from psycopg import sql
 
-        connection = _connect(self.target)
-        try:
-            tables = _table_names(connection, self.target.schema)
-            collate = sql.SQL("") if _byte_ordered(connection) else sql.SQL(' COLLATE "C"')
-            with connection.cursor() as cursor:
-                cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(tables["checkpoints"]))
-                row = cursor.fetchone()
-                total = int(row[0]) if row else 0
-                points: list[str] = []
-                for part in range(1, parts):
-                    cursor.execute(
-                        sql.SQL("SELECT thread_id FROM {} ORDER BY thread_id{} LIMIT 1 OFFSET %s").format(
-                            tables["checkpoints"], collate
-                        ),
-                        (total * part // parts,),
-                    )
-                    found = cursor.fetchone()
-                    if found is not None and (not points or found[0] > points[-1]):
-                        points.append(found[0])
-            connection.rollback()
+        with self._session() as (connection, tables, collate), connection.cursor() as cursor:
+            cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(tables["checkpoints"]))
+            row = cursor.fetchone()
+            total = int(row[0]) if row else 0
+            points: list[str] = []
+            query = sql.SQL("SELECT thread_id FROM {} ORDER BY thread_id{} LIMIT 1 OFFSET %s")
+            for part in range(1, parts):
+                cursor.execute(query.format(tables["checkpoints"], collate), (total * part // parts,))
+                found = cursor.fetchone()
+                if found is not None and (not points or found[0] > points[-1]):
+                    points.append(found[0])
             return points
-        except psycopg.Error as exc:
-            raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
-        finally:
-            connection.close()
 
     def _stream(
         self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, byte_ordered: bool
