@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
-from deerflow_ckpt.analysis.epochs import Epoch
+from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.analysis.shape import (
@@ -87,15 +87,19 @@ class ScanReport:
 
 
 def iter_thread_results(
-    reader: LineageReader, backend: Backend, settings: ShapeSettings, selection: ThreadSelection = ALL_THREADS
+    reader: LineageReader,
+    backend: Backend,
+    settings: ShapeSettings,
+    selection: ThreadSelection = ALL_THREADS,
+    sink: FirstSink | None = None,
 ) -> Iterator[list[LineageResult]]:
-    """Checked lineages, one list per thread (a thread's namespaces arrive together)."""
+    """Checked lineages, one list per thread (a thread's namespaces arrive together); see check_lineage."""
     current: list[LineageResult] = []
     for lineage in reader.lineages(selection):
         if current and current[0].lineage.thread_id != lineage.thread_id:
             yield current
             current = []
-        current.append(check_lineage(LineageGraph(lineage, backend), settings))
+        current.append(check_lineage(LineageGraph(lineage, backend), settings, sink))
     if current:
         yield current
 
@@ -117,7 +121,9 @@ class _Share:
     findings: list[Finding] = field(default_factory=list)
     # Conversation CK201/CK202, judged in time once the whole timeline is known.
     provisional: list[Finding] = field(default_factory=list)
+    # Conversation epochs without their first-time fronts, which are kept per bounds (all a class asks).
     epochs: list[Epoch] = field(default_factory=list)
+    first_evidence: FirstSink = field(default_factory=dict)
 
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
@@ -157,7 +163,7 @@ def _collect_share(
 ) -> _Share:
     reader, backend = open_reader(target, sizes=False)
     share = _Share()
-    for results in iter_thread_results(reader, backend, settings, selection):
+    for results in iter_thread_results(reader, backend, settings, selection, share.first_evidence):
         share.threads += 1
         seen = 0
         for result in results:
@@ -261,6 +267,7 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
     )
     epochs: list[Epoch] = []
     provisional: list[Finding] = []
+    first_evidence: FirstSink = {}
     for share in _run_shares(request, _selections(reader, request, jobs), progress):
         report.threads += share.threads
         report.lineages += share.lineages
@@ -270,9 +277,11 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
         report.findings.extend(share.findings)
         epochs.extend(share.epochs)
         provisional.extend(share.provisional)
+        for bounds, evidence in share.first_evidence.items():
+            first_evidence.setdefault(bounds, FirstEvidence()).merge(evidence)
     if request.thread_id is not None and report.threads == 0:
         raise StoreError(f"no checkpoints for thread {request.thread_id!r} in {report.database}")
-    report.timeline = build_timeline(epochs, settings.timeline, settings.expected_cadence)
+    report.timeline = build_timeline(epochs, settings.timeline, settings.expected_cadence, first_evidence)
     report.findings.extend(judge_in_time(report.timeline, _by_thread(epochs), _by_thread(provisional), settings.since))
     if settings.expected_cadence is None and report.timeline.current is None:
         disagreement = cross_thread_cadence(report.inferred_cadences, concurrent_classes(report.timeline))

@@ -7,7 +7,7 @@ healthy threads; where they differ, something was removed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
@@ -71,6 +71,8 @@ class CadenceProfile:
     replay_depth: dict[str, int]
     # Writes since the last snapshot at the head, as its counters record them.
     open_tail: int
+    # The checkpoints (not snapshot steps) where the largest updates counter so far rose, in order.
+    low_rises: list[CheckpointRecord] = field(default_factory=list)
 
     @property
     def cadence_intervals(self) -> list[int]:
@@ -133,6 +135,7 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
     lower_at: CheckpointRecord | None = None
     writing_steps = 0
     top_supersteps: int | None = None  # no non-snapshot checkpoint reached the writers' bound
+    low_rises: list[CheckpointRecord] = []
     for record in graph.records:
         writing_steps += record.wrote
         supersteps = record.supersteps
@@ -147,6 +150,7 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
             snapshots.append(SnapshotEvent(record, trigger, counter_interval, chain_interval))
         elif record.updates is not None and (lower is None or record.updates + 1 > lower):
             lower, lower_at = record.updates + 1, record
+            low_rises.append(record)
     observed_bound = None if top_supersteps is None else top_supersteps + 1
     snapshots = _explain_by_observed_bound(graph, snapshots, lower, observed_bound)
     upper: int | None = None
@@ -161,6 +165,7 @@ def cadence_profile(graph: LineageGraph, superstep_bound: int = DEFAULT_SUPERSTE
         message_writing_steps=writing_steps,
         replay_depth=depth,
         open_tail=head.updates or 0,
+        low_rises=low_rises,
     )
 
 

@@ -15,7 +15,8 @@ stopped contradicting another's, without keeping a record per checkpoint.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from deerflow_ckpt.analysis.cadence import CadenceProfile
 from deerflow_ckpt.analysis.lineage import LineageGraph
@@ -29,12 +30,20 @@ _EXACT_LOW_LEVELS = 128
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """One piece of evidence: a low or high `value` written at `time_ns` by `checkpoint_id`."""
+    """One piece of evidence: a low or high `value`, written by `checkpoint_id` (its id tells when)."""
 
     value: int
-    time_ns: int
     checkpoint_id: str
     step: int | None
+
+    @property
+    def time_ns(self) -> int:
+        """When it was written; only marks with a UUIDv6 id reach a timeline (see `timed`)."""
+        return write_time_ns(self.checkpoint_id) or 0
+
+    @property
+    def timed(self) -> bool:
+        return write_time_ns(self.checkpoint_id) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +64,9 @@ class Fronts:
         """The earliest evidence that no K in [lower, upper] can explain."""
         found = []
         if upper is not None:
-            found.append(next((m for m in self.first_low if m.value > upper), None))
+            found.append(next((m for m in self.first_low if m.value > upper and m.timed), None))
         if lower is not None:
-            found.append(next((m for m in self.first_high if m.value < lower), None))
+            found.append(next((m for m in self.first_high if m.value < lower and m.timed), None))
         return min((m for m in found if m is not None), key=lambda m: m.time_ns, default=None)
 
     def last_against(self, lower: int | None, upper: int | None) -> Mark | None:
@@ -75,8 +84,55 @@ def _last_of_prefix(marks: Sequence[Mark], holds: object) -> Mark | None:
     for mark in marks:
         if not holds(mark.value):  # type: ignore[operator]
             break
-        last = mark
+        if mark.timed:
+            last = mark
     return last
+
+
+def _is_uuid6(checkpoint_id: str) -> bool:
+    """Cheap test before comparing ids as times: canonical UUIDv6 ids sort by write time as strings."""
+    return len(checkpoint_id) == 36 and checkpoint_id[14] == "6"
+
+
+@dataclass
+class FirstEvidence:
+    """The earliest low and the earliest high of each value, over many epochs with the same bounds.
+
+    A scan keeps this per bounds instead of every epoch's first-time fronts: only the class of those
+    bounds ever asks when its evidence first appeared, and ids compare as write times without parsing.
+    """
+
+    lows: dict[int, Mark] = field(default_factory=dict)
+    highs: dict[int, Mark] = field(default_factory=dict)
+
+    def add(self, fronts: Fronts) -> None:
+        _keep_earliest(self.lows, fronts.first_low)
+        _keep_earliest(self.highs, fronts.first_high)
+
+    def add_earliest(
+        self, lows: Sequence[tuple[int, CheckpointRecord]], highs: Sequence[tuple[int, CheckpointRecord]]
+    ) -> None:
+        """As `add`, from (value, record) pairs: a Mark is made only for a pair that is the earliest yet."""
+        for earliest, entries in ((self.lows, lows), (self.highs, highs)):
+            for value, record in entries:
+                known = earliest.get(value)
+                checkpoint_id = record.checkpoint_id
+                if (known is None or checkpoint_id < known.checkpoint_id) and _is_uuid6(checkpoint_id):
+                    earliest[value] = Mark(value, checkpoint_id, record.step)
+
+    def merge(self, other: FirstEvidence) -> None:
+        _keep_earliest(self.lows, other.lows.values())
+        _keep_earliest(self.highs, other.highs.values())
+
+    def fronts(self) -> Fronts:
+        return Fronts(first_low=tuple(self.lows.values()), first_high=tuple(self.highs.values()))
+
+
+def _keep_earliest(earliest: dict[int, Mark], marks: Iterable[Mark]) -> None:
+    for mark in marks:
+        known = earliest.get(mark.value)
+        if _is_uuid6(mark.checkpoint_id) and (known is None or mark.checkpoint_id < known.checkpoint_id):
+            earliest[mark.value] = mark
 
 
 def merge_fronts(all_fronts: Iterable[Fronts]) -> Fronts:
@@ -102,7 +158,8 @@ def _front(marks: list[Mark], earliest: bool, larger: bool) -> tuple[Mark, ...]:
     """Marks no other mark beats on both time (earlier or later) and value (larger or smaller)."""
     kept: list[Mark] = []
     best: int | None = None
-    for mark in sorted(marks, key=lambda m: m.time_ns, reverse=not earliest):
+    timed = [(mark.time_ns, mark) for mark in marks if mark.timed]
+    for _, mark in sorted(timed, key=lambda entry: entry[0], reverse=not earliest):
         if best is None or (mark.value > best if larger else mark.value < best):
             kept.append(mark)
             best = mark.value
@@ -123,13 +180,35 @@ class Epoch:
     upper: int | None
     first_id: str
     last_id: str
-    first_time_ns: int | None
-    last_time_ns: int | None
     fronts: Fronts = field(default_factory=Fronts)
+
+    @property
+    def first_time_ns(self) -> int | None:
+        return write_time_ns(self.first_id)
+
+    @property
+    def last_time_ns(self) -> int | None:
+        return write_time_ns(self.last_id)
 
     @property
     def checkpoints(self) -> int:
         return self.stop - self.start
+
+    @property
+    def bounds(self) -> tuple[int | None, int | None]:
+        return self.lower, self.upper
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Plain tuples to and from a scan's worker processes: a slots dataclass would pickle a dict each.
+        fronts = tuple(tuple((m.value, m.checkpoint_id, m.step) for m in marks) for marks in (
+            self.fronts.first_low, self.fronts.last_low, self.fronts.first_high, self.fronts.last_high))  # fmt: skip
+        fields = (self.thread_id, self.index, self.start, self.stop, self.lower, self.upper, self.first_id)
+        return _unpickle_epoch, (*fields, self.last_id, fronts)
+
+    def without_first_fronts(self) -> Epoch:
+        """The epoch as a scan keeps it once its first-time fronts went into a FirstEvidence."""
+        fronts = Fronts(last_low=self.fronts.last_low, last_high=self.fronts.last_high)
+        return replace(self, fronts=fronts)
 
     @property
     def inferred(self) -> int | None:
@@ -137,6 +216,29 @@ class Epoch:
 
     def admits(self, cadence: int) -> bool:
         return (self.lower is None or self.lower <= cadence) and (self.upper is None or cadence <= self.upper)
+
+
+def _unpickle_epoch(
+    thread_id: str,
+    index: int,
+    start: int,
+    stop: int,
+    lower: int | None,
+    upper: int | None,
+    first_id: str,
+    last_id: str,
+    fronts: tuple[tuple[tuple[int, str, int | None], ...], ...],
+) -> Epoch:
+    marks = (tuple(Mark(*entry) for entry in front) for front in fronts)
+    return Epoch(thread_id, index, start, stop, lower, upper, first_id, last_id, Fronts(*marks))
+
+
+def earliest_time_ns(checkpoint_ids: Iterable[str], latest: bool = False) -> int | None:
+    """The first (or last) write time among ids, compared as strings: UUIDv6 ids sort by time."""
+    timed = [checkpoint_id for checkpoint_id in checkpoint_ids if _is_uuid6(checkpoint_id)]
+    if not timed:
+        return None
+    return write_time_ns(max(timed) if latest else min(timed))
 
 
 def _evidence(graph: LineageGraph, profile: CadenceProfile) -> list[tuple[int | None, int | None]]:
@@ -153,21 +255,95 @@ def _evidence(graph: LineageGraph, profile: CadenceProfile) -> list[tuple[int | 
     return evidence
 
 
-def lineage_epochs(graph: LineageGraph, profile: CadenceProfile) -> list[Epoch]:
-    """The lineage's cadence epochs, oldest first (one when its counters never contradict each other)."""
+FirstSink = dict[tuple[int | None, int | None], FirstEvidence]
+
+
+def lineage_epochs(graph: LineageGraph, profile: CadenceProfile, sink: FirstSink | None = None) -> list[Epoch]:
+    """The lineage's cadence epochs, oldest first (one when its counters never contradict each other).
+
+    With a `sink`, the first-time fronts go into it, per bounds, and the epochs keep only the last-time
+    ones: a database scan keeps one epoch per conversation, so it keeps them small.
+    """
     records = graph.records
     if not records:
         return []
-    evidence = _evidence(graph, profile)
-    if not profile.bounds.contradictory:
-        bounds = [(0, len(records), profile.bounds.lower, profile.bounds.upper)]
-    else:
-        bounds = _cut_backwards(evidence)
     thread_id = graph.lineage.thread_id
-    return [
+    if not profile.bounds.contradictory:
+        return [_single_epoch(thread_id, records, profile, sink)]
+    evidence = _evidence(graph, profile)
+    epochs = [
         _epoch(thread_id, index, records, evidence, start, stop, lower, upper)
-        for index, (start, stop, lower, upper) in enumerate(bounds)
+        for index, (start, stop, lower, upper) in enumerate(_cut_backwards(evidence))
     ]
+    if sink is None:
+        return epochs
+    for epoch in epochs:
+        sink.setdefault(epoch.bounds, FirstEvidence()).add(epoch.fronts)
+    return [epoch.without_first_fronts() for epoch in epochs]
+
+
+def _single_epoch(
+    thread_id: str, records: Sequence[CheckpointRecord], profile: CadenceProfile, sink: FirstSink | None
+) -> Epoch:
+    """The whole lineage as one epoch, its fronts from what the profile already found (the common case)."""
+    bounds = profile.bounds
+    # Suffix maxima: walking back from the head until the largest low, which nothing earlier can beat.
+    last_low: list[Mark] = []
+    if bounds.lower is not None:
+        for record in reversed(records):
+            updates = record.updates
+            if record.snapshot_step or updates is None or (last_low and updates + 1 <= last_low[-1].value):
+                continue
+            last_low.append(Mark(updates + 1, record.checkpoint_id, record.step))
+            if updates + 1 >= bounds.lower:
+                break
+        last_low.reverse()
+    cadence_events = [event for event in profile.snapshots if not event.trigger.forced]
+    # Running minimum forwards, suffix minima backwards; both stop at the shortest interval.
+    first_high: list[tuple[int, CheckpointRecord]] = []
+    for event in cadence_events:
+        if not first_high or event.counter_interval < first_high[-1][0]:
+            first_high.append((event.counter_interval, event.record))
+            if event.counter_interval == bounds.upper:
+                break
+    last_high: list[Mark] = []
+    for event in reversed(cadence_events):
+        if not last_high or event.counter_interval < last_high[-1].value:
+            last_high.append(Mark(event.counter_interval, event.record.checkpoint_id, event.record.step))
+            if event.counter_interval == bounds.upper:
+                break
+    last_high.reverse()
+    rises = [(record.updates + 1, record) for record in profile.low_rises if record.updates is not None]
+    if sink is None:
+        first_low, first_highs = _marks(_thinned(rises)), _marks(first_high)
+    else:
+        evidence = sink.get((bounds.lower, bounds.upper))
+        if evidence is None:
+            evidence = sink[bounds.lower, bounds.upper] = FirstEvidence()
+        evidence.add_earliest(rises, first_high)
+        first_low = first_highs = ()
+    return Epoch(
+        thread_id=thread_id,
+        index=0,
+        start=0,
+        stop=len(records),
+        lower=bounds.lower,
+        upper=bounds.upper,
+        first_id=records[0].checkpoint_id,
+        last_id=records[-1].checkpoint_id,
+        fronts=Fronts(first_low, tuple(last_low), first_highs, tuple(last_high)),
+    )
+
+
+def _thinned(rises: list[tuple[int, CheckpointRecord]]) -> list[tuple[int, CheckpointRecord]]:
+    """Every rise up to _EXACT_LOW_LEVELS, then only rises of a sixteenth, and always the last (the top)."""
+    kept: list[tuple[int, CheckpointRecord]] = []
+    for rise in rises:
+        if not kept or rise[0] <= _EXACT_LOW_LEVELS or rise[0] * 16 >= kept[-1][0] * 17:
+            kept.append(rise)
+    if rises and kept[-1] is not rises[-1]:
+        kept.append(rises[-1])
+    return kept
 
 
 def _cut_backwards(evidence: list[tuple[int | None, int | None]]) -> list[tuple[int, int, int | None, int | None]]:
@@ -200,8 +376,7 @@ def _epoch(
     lower: int | None,
     upper: int | None,
 ) -> Epoch:
-    first_low: list[tuple[int, CheckpointRecord]] = []
-    top_low: tuple[int, CheckpointRecord] | None = None
+    rises: list[tuple[int, CheckpointRecord]] = []
     last_low: list[tuple[int, CheckpointRecord]] = []
     first_high: list[tuple[int, CheckpointRecord]] = []
     last_high: list[tuple[int, CheckpointRecord]] = []
@@ -209,11 +384,8 @@ def _epoch(
         low, high = evidence[position]
         if low is not None:
             record = records[position]
-            if top_low is None or low > top_low[0]:
-                top_low = (low, record)
-                kept = first_low[-1][0] if first_low else 0
-                if low <= _EXACT_LOW_LEVELS or low * 16 >= kept * 17:
-                    first_low.append(top_low)
+            if not rises or low > rises[-1][0]:
+                rises.append((low, record))
             while last_low and last_low[-1][0] <= low:
                 last_low.pop()
             last_low.append((low, record))
@@ -224,9 +396,6 @@ def _epoch(
             while last_high and last_high[-1][0] >= high:
                 last_high.pop()
             last_high.append((high, record))
-    if top_low is not None and first_low[-1] is not top_low:
-        first_low.append(top_low)  # the largest low always has its place on the front
-    first, last = records[start], records[stop - 1]
     return Epoch(
         thread_id=thread_id,
         index=index,
@@ -234,19 +403,11 @@ def _epoch(
         stop=stop,
         lower=lower,
         upper=upper,
-        first_id=first.checkpoint_id,
-        last_id=last.checkpoint_id,
-        first_time_ns=write_time_ns(first.checkpoint_id),
-        last_time_ns=write_time_ns(last.checkpoint_id),
-        fronts=Fronts(_marks(first_low), _marks(last_low), _marks(first_high), _marks(last_high)),
+        first_id=records[start].checkpoint_id,
+        last_id=records[stop - 1].checkpoint_id,
+        fronts=Fronts(_marks(_thinned(rises)), _marks(last_low), _marks(first_high), _marks(last_high)),
     )
 
 
 def _marks(entries: list[tuple[int, CheckpointRecord]]) -> tuple[Mark, ...]:
-    """Evidence with a readable write time (an id that is no UUIDv6 has none, and is left out)."""
-    marks = []
-    for value, record in entries:
-        time_ns = write_time_ns(record.checkpoint_id)
-        if time_ns is not None:
-            marks.append(Mark(value, time_ns, record.checkpoint_id, record.step))
-    return tuple(marks)
+    return tuple(Mark(value, record.checkpoint_id, record.step) for value, record in entries)

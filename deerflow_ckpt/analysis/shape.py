@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
-from deerflow_ckpt.analysis.epochs import Epoch, lineage_epochs
+from deerflow_ckpt.analysis.epochs import Epoch, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.timeline import TimelineSettings
@@ -167,8 +167,9 @@ class _LineageChecker:
     def check_message_storage(self) -> None:
         """CK101 plain lists in delta checkpoints, CK102 markers without snapshots, CK103 empty snapshots."""
         graph = self.graph
+        since = self.since
         for record in graph.records:
-            if not self.judged(record):
+            if since is not None and record.checkpoint_id < since:  # self.judged, inlined: it runs per record
                 continue
             if record.messages is Shape.DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
@@ -352,13 +353,13 @@ def _walk_with_cycle(graph: LineageGraph, record: CheckpointRecord) -> Iterable[
         current = current.parent_record
 
 
-def check_lineage(graph: LineageGraph, settings: ShapeSettings) -> LineageResult:
-    """Every storage-shape rule over one lineage."""
+def check_lineage(graph: LineageGraph, settings: ShapeSettings, sink: FirstSink | None = None) -> LineageResult:
+    """Every storage-shape rule over one lineage; `sink` keeps the epochs' first-time fronts (epochs.py)."""
     profile = cadence_profile(graph, settings.superstep_bound)
     result = LineageResult(graph.lineage, graph, profile)
     result.findings = _LineageChecker(graph, profile, settings).run()
     if graph.lineage.checkpoint_ns == CONVERSATION_NS:
-        result.epochs = lineage_epochs(graph, profile)
+        result.epochs = lineage_epochs(graph, profile, sink)
     return result
 
 

@@ -23,8 +23,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
-from deerflow_ckpt.analysis.epochs import Epoch, Fronts, Mark, merge_fronts
+from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, Fronts, Mark, earliest_time_ns, merge_fronts
 
 DEFAULT_CLOCK_SKEW_NS = 5 * 1_000_000_000
 DEFAULT_ROLLING_WINDOW_NS = 15 * 60 * 1_000_000_000
@@ -64,7 +65,15 @@ class CadenceClass:
     epochs: list[Epoch] = field(default_factory=list)
     lower: int | None = None
     upper: int | None = None
-    fronts: Fronts = field(default_factory=Fronts)
+    # Where a scan kept its epochs' first-time fronts apart, by the epochs' bounds (FirstEvidence).
+    first_evidence: dict[tuple[int | None, int | None], FirstEvidence] = field(default_factory=dict)
+
+    @cached_property
+    def fronts(self) -> Fronts:
+        """Its epochs' fronts together; merged only when another class needs comparing with it."""
+        bounds = {epoch.bounds for epoch in self.epochs}
+        kept_apart = [self.first_evidence[b].fronts() for b in bounds if b in self.first_evidence]
+        return merge_fronts([*(epoch.fronts for epoch in self.epochs), *kept_apart])
 
     @property
     def label(self) -> str:
@@ -78,13 +87,13 @@ class CadenceClass:
     def checkpoints(self) -> int:
         return sum(epoch.checkpoints for epoch in self.epochs)
 
-    @property
+    @cached_property
     def first_time_ns(self) -> int | None:
-        return min((e.first_time_ns for e in self.epochs if e.first_time_ns is not None), default=None)
+        return earliest_time_ns(epoch.first_id for epoch in self.epochs)
 
-    @property
+    @cached_property
     def last_time_ns(self) -> int | None:
-        return max((e.last_time_ns for e in self.epochs if e.last_time_ns is not None), default=None)
+        return earliest_time_ns((epoch.last_id for epoch in self.epochs), latest=True)
 
     def admits(self, cadence: int) -> bool:
         return (self.lower is None or self.lower <= cadence) and (self.upper is None or cadence <= self.upper)
@@ -197,12 +206,20 @@ class Timeline:
 
 
 def build_timeline(
-    epochs: Iterable[Epoch], settings: TimelineSettings | None = None, expected: int | None = None
+    epochs: Iterable[Epoch],
+    settings: TimelineSettings | None = None,
+    expected: int | None = None,
+    first_evidence: dict[tuple[int | None, int | None], FirstEvidence] | None = None,
 ) -> Timeline:
-    """Classes from the conversation epochs of a whole database, ordered, with the class in force now."""
+    """Classes from the conversation epochs of a whole database, ordered, with the class in force now.
+
+    `first_evidence`: the epochs' first-time fronts, where a scan kept them apart by bounds.
+    """
     settings = settings or TimelineSettings()
     epochs = [epoch for epoch in epochs if epoch.lower is not None or epoch.upper is not None]
     classes = _stab(epochs)
+    for cadence_class in classes:
+        cadence_class.first_evidence = first_evidence or {}
     ambiguous: list[Epoch] = []
     for epoch in epochs:
         admitted = [c for c in classes if _admits_point(epoch, c.point)]
@@ -215,7 +232,6 @@ def build_timeline(
         uppers = [e.upper for e in cadence_class.epochs if e.upper is not None]
         cadence_class.lower = max(lowers, default=None)
         cadence_class.upper = min(uppers, default=None)
-        cadence_class.fronts = merge_fronts(e.fronts for e in cadence_class.epochs)
     classes = [c for c in classes if c.epochs]
     classes.sort(key=lambda c: (c.first_time_ns is None, c.first_time_ns or 0, c.point is None, c.point or 0))
     changes = [
