@@ -218,12 +218,10 @@ def test_since_accepts_a_time_or_a_checkpoint_id_and_refuses_anything_else(
     built = built_timelines(backend, "clean-switch")
     moment = switch_time(built.manifest)
     first_new = min(
-
-            c.checkpoint_id
-            for t in built.manifest.threads
-            for c in t.checkpoints
-            if write_time_ns(c.checkpoint_id) == moment
-
+        c.checkpoint_id
+        for t in built.manifest.threads
+        for c in t.checkpoints
+        if write_time_ns(c.checkpoint_id) == moment
     )
     by_time = cli_json("--db", built.db, "--cadence", "10", "--since", format_time(moment))
     by_id = cli_json("--db", built.db, "--cadence", "10", "--since", first_new)
