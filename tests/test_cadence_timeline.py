@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -283,3 +284,52 @@ def test_ids_that_are_not_uuid6_have_no_write_time() -> None:
     now = 1_764_000_000 * 10**9
     assert write_time_ns(boundary_id(now)) == now
     assert boundary_id(now) < boundary_id(now + 100) and write_time_ns(boundary_id(now + 1)) == now + 100
+
+
+# -- inspect ---------------------------------------------------------------------------------------------
+
+
+def inspect_json(built: BuiltDatabase, *args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["inspect", *args, "--db", built.db, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_inspect_summary_shows_the_timeline(built_timelines: Builder, backend: str) -> None:
+    built = built_timelines(backend, "clean-switch")
+    summary = inspect_json(built, "summary")["summary"]
+    timeline = summary["timeline"]
+    old, new = timeline["classes"]
+    assert old["cadence"].startswith("K>=") and old["upper"] is None and new["cadence"] == f"K={NEW_K}"
+    spanning = [t for t in built.manifest.threads if len({w.cadence for w in t.writers}) == 2]
+    assert summary["threads_with_several_epochs"] == len(spanning)
+    assert old["threads"] == len([t for t in built.manifest.threads if OLD_K in {w.cadence for w in t.writers}])
+    assert new["threads"] == len([t for t in built.manifest.threads if NEW_K in {w.cadence for w in t.writers}])
+    assert old["checkpoints"] + new["checkpoints"] == sum(len(t.checkpoints) for t in built.manifest.threads)
+    (change,) = timeline["changes"]
+    assert change["kind"] == "clean" and change["at"] == format_time(switch_time(built.manifest))
+    assert timeline["in_force"] == {"cadence": f"K={NEW_K}", "since": change["at"]}
+    chart = summary["chart"]
+    old_row, new_row = (row["writing_epochs"] for row in chart["rows"])
+    # Before the restart only K=1000 writes, after it only K=10: the rows never share a time slice.
+    assert max(i for i, n in enumerate(old_row) if n) < min(i for i, n in enumerate(new_row) if n)
+    text = runner.invoke(app, ["inspect", "summary", "--db", built.db]).stdout
+    assert "Cadence over time" in text and f"in force now: K={NEW_K} since {change['at']}" in text
+    assert "clean change" in text and "█" in text
+
+
+def test_inspect_thread_shows_an_epoch_per_cadence(built_timelines: Builder, backend: str) -> None:
+    built = built_timelines(backend, "clean-switch")
+    (thread,) = [t for t in built.manifest.threads if t.thread_id.endswith("-t0")]
+    shown = inspect_json(built, "thread", thread.thread_id)["threads"][0]["shown"]
+    old, new = shown["epochs"]
+    assert (old["upper"], new["inferred"]) == (None, NEW_K)
+    assert old["metrics"][0]["count"] == 0  # K=1000 never closed an interval
+    counters = new["metrics"][0]
+    assert {(b["lower"], b["count"]) for b in counters["buckets"]} == {(NEW_K, counters["count"])}
+    assert new["carried_over_intervals"] and min(new["carried_over_intervals"]) > NEW_K
+    assert shown["cadence"]["inferred"] == NEW_K and shown["what_if"]["epoch"] == 1
+    text = runner.invoke(app, ["inspect", "thread", thread.thread_id, "--db", built.db]).stdout
+    assert "Cadence epochs" in text and "epoch 2 (K = 10" in text
+    assert "What-if: another cadence K for epoch 2 (the current one" in text

@@ -74,12 +74,13 @@ def test_text_report(built: BuiltDatabase) -> None:
 
 def test_json_document(built: BuiltDatabase) -> None:
     document = as_json(built, "thread", "clean-delta-k10", "overwrite-node-k10")
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
     assert document["command"] == "inspect thread"
     assert document["database"]["backend"] == built.backend
     assert [t["thread_id"] for t in document["threads"]] == ["clean-delta-k10", "overwrite-node-k10"]
     shown = document["threads"][0]["shown"]
-    counters, chain = shown["intervals"]["metrics"]
+    (epoch,) = shown["epochs"]
+    counters, chain = epoch["metrics"]
     assert (counters["method"], chain["method"]) == ("counters", "chain")
     assert counters["buckets"] == [{"lower": 10, "upper": 11, "count": counters["count"]}]
     assert shown["cadence"]["inferred"] == 10
@@ -107,18 +108,22 @@ def test_csv_matches_the_json_buckets(built: BuiltDatabase) -> None:
     result = run("thread", *threads, *db_args(built), "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert list(rows[0]) == ["thread_id", "checkpoint_ns", "metric", "lower", "upper", "count"]
+    assert list(rows[0]) == ["thread_id", "checkpoint_ns", "epoch", "metric", "lower", "upper", "count"]
     document = as_json(built, "thread", *threads)
     names = ("snapshot_interval", "snapshot_interval_chain")
     for thread in document["threads"]:
-        for metric, name in zip(thread["shown"]["intervals"]["metrics"], names, strict=True):
-            expected = [(b["lower"], b["upper"], b["count"]) for b in metric["buckets"]]
-            got = [
-                (int(r["lower"]), int(r["upper"]), int(r["count"]))
-                for r in rows
-                if r["thread_id"] == thread["thread_id"] and r["metric"] == name
-            ]
-            assert got == expected
+        assert len(thread["shown"]["epochs"]) == (3 if thread["thread_id"].startswith("mixed") else 1)
+        for epoch in thread["shown"]["epochs"]:
+            for metric, name in zip(epoch["metrics"], names, strict=True):
+                expected = [(b["lower"], b["upper"], b["count"]) for b in metric["buckets"]]
+                got = [
+                    (int(r["lower"]), int(r["upper"]), int(r["count"]))
+                    for r in rows
+                    if r["thread_id"] == thread["thread_id"]
+                    and r["metric"] == name
+                    and r["epoch"] == str(epoch["index"])
+                ]
+                assert got == expected
         tail = [r for r in rows if r["thread_id"] == thread["thread_id"] and r["metric"] == "open_tail"]
         assert [int(tail[0]["lower"])] == [thread["shown"]["intervals"]["open_tail"]]
 
@@ -181,10 +186,15 @@ def test_summary(built: BuiltDatabase) -> None:
     assert summary["storage"]["total"] == sum(t["storage"]["total"] for t in every)
     heaviest = sorted(every, key=lambda t: (-t["storage"]["total"], t["thread_id"]))[:3]
     assert [h["thread_id"] for h in summary["heaviest"]] == [t["thread_id"] for t in heaviest]
-    assert summary["unsettled_cadence"]["mixed_writers"] == len(built.manifest.by_scenario("mixed-writers"))
+    assert summary["threads_with_several_epochs"] == len(built.manifest.by_scenario("mixed-writers"))
+    timeline = summary["timeline"]
+    assert sum(c["epochs"] for c in timeline["classes"]) + timeline["ambiguous_epochs"] >= summary["threads"] - 2
+    assert timeline["in_force"] is None  # the catalogue's threads write several cadences side by side
+    assert {row["cadence"] for row in summary["chart"]["rows"]} == {c["cadence"] for c in timeline["classes"]}
     text = run("summary", *db_args(built))
     assert text.exit_code == 0, text.output
     assert "Inferred K across threads" in text.stdout and "Heaviest threads" in text.stdout
+    assert "Cadence over time" in text.stdout and "no single cadence in force" in text.stdout
     table = run("summary", *db_args(built), "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(table.stdout)))
     assert {int(r["lower"]): int(r["count"]) for r in rows if r["metric"] == "inferred_cadence"} == dict(inferred)

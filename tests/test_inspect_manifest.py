@@ -15,7 +15,13 @@ from functools import cache
 import pytest
 
 from deerflow_ckpt.analysis.cadence import Trigger
-from deerflow_ckpt.analysis.capacity import CadenceStatus, InspectSettings, ThreadInspection, inspect_thread
+from deerflow_ckpt.analysis.capacity import (
+    CadenceStatus,
+    InspectSettings,
+    LineageInspection,
+    ThreadInspection,
+    inspect_thread,
+)
 from deerflow_ckpt.analysis.histogram import Histogram
 from deerflow_ckpt.scan import open_reader
 from deerflow_ckpt.store.selection import ThreadSelection
@@ -162,6 +168,29 @@ def assert_histogram_holds(histogram: Histogram, values: list[int]) -> None:
         assert before.upper == after.lower
 
 
+def assert_epoch_histograms(shown: LineageInspection, expected: LineageTruth) -> None:
+    """Each epoch's histograms hold exactly the cadence snapshots written inside it, except the ones that
+    close an interval an earlier, larger-K epoch left open (shown apart as carried over)."""
+    cadence = [s for s in expected.snapshots if s.trigger is Trigger.CADENCE]
+    covered = 0
+    for inspected in shown.epochs:
+        epoch = inspected.epoch
+        inside = [s for s in cadence if epoch.first_id <= s.checkpoint_id <= epoch.last_id]
+        kept = [s for s in inside if epoch.upper is None or s.counter_interval <= epoch.upper]
+        assert_histogram_holds(inspected.counters, [s.counter_interval for s in kept])
+        assert_histogram_holds(inspected.chain, [s.chain_interval for s in kept])
+        assert inspected.carried_over == tuple(s.counter_interval for s in inside if s not in kept)
+        covered += len(inside)
+    assert covered == len(cadence)
+
+
+def lineage_bounds(shown: LineageInspection) -> tuple[int | None, int | None]:
+    """K >= the largest lower bound of any epoch and K <= the smallest upper: the whole lineage's bounds."""
+    lowers = [e.epoch.lower for e in shown.epochs if e.epoch.lower is not None]
+    uppers = [e.epoch.upper for e in shown.epochs if e.epoch.upper is not None]
+    return max(lowers, default=None), min(uppers, default=None)
+
+
 def threads(built: BuiltDatabase) -> list[ThreadRecord]:
     return [t for scenario in SCENARIOS for t in built.manifest.by_scenario(scenario)]
 
@@ -178,13 +207,12 @@ def test_conversation_numbers_follow_the_manifest(built: BuiltDatabase) -> None:
         assert shown.checkpoint_ns == ""
         assert shown.message_writing_steps == expected.message_writing_steps, where
         assert shown.snapshot_steps == len(expected.snapshots), where
-        assert_histogram_holds(shown.intervals.counters, expected.cadence_intervals)
-        assert_histogram_holds(shown.intervals.chain, expected.chain_cadence_intervals)
+        assert_epoch_histograms(shown, expected)
         forced = [(s.checkpoint_id, s.trigger, s.counter_interval) for s in expected.snapshots if s.trigger.forced]
         assert [(f.checkpoint_id, f.trigger, f.counter_interval) for f in shown.intervals.forced] == forced, where
         assert shown.intervals.open_tail == expected.open_tail, where
         assert (shown.replay_depth_head, shown.replay_depth_max) == (expected.replay_head, expected.replay_max), where
-        assert (shown.cadence.lower, shown.cadence.upper) == (expected.lower, expected.upper), where
+        assert lineage_bounds(shown) == (expected.lower, expected.upper), where
         disagree = [s.checkpoint_id for s in expected.snapshots if s.counter_interval != s.chain_interval]
         assert [d.checkpoint_id for d in shown.intervals.disagreements] == disagree, where
 
@@ -197,7 +225,8 @@ def test_single_writer_at_each_cadence_is_inferred_exactly(built: BuiltDatabase,
     expected = truth(thread)
     shown = inspect_of(built, thread.thread_id, cadence=cadence).shown
     assert expected.cadence_intervals == [cadence] * (thread.turns * 2 // cadence)
-    assert [(b.lower, b.upper, b.count) for b in shown.intervals.counters.buckets] == [
+    (only,) = shown.epochs
+    assert [(b.lower, b.upper, b.count) for b in only.counters.buckets] == [
         (cadence, cadence + 1, len(expected.cadence_intervals))
     ]
     assert shown.cadence.inferred == cadence
@@ -217,19 +246,28 @@ def test_every_clean_single_writer_thread_infers_its_writers_k(built: BuiltDatab
     assert checked >= 10
 
 
-def test_mixed_writers_give_contradictory_bounds(built: BuiltDatabase) -> None:
+def test_mixed_writers_give_one_epoch_per_writer(built: BuiltDatabase) -> None:
+    """K=10, K=1000, K=10 on one thread: three epochs, cut where each writer's first checkpoint is, never
+    one histogram mixing two K; the K=1000 epoch never closed an interval, so it keeps a lower bound only."""
     (thread,) = built.manifest.by_scenario("mixed-writers")
     expected = truth(thread)
     small_k = min(w.cadence for w in thread.writers if w.cadence is not None)
     large_k = max(w.cadence for w in thread.writers if w.cadence is not None)
     shown = inspect_of(built, thread.thread_id).shown
-    assert shown.cadence.status is CadenceStatus.MIXED_WRITERS
-    assert shown.cadence.inferred is None
-    assert shown.cadence.upper == small_k
-    assert shown.cadence.lower == expected.lower and small_k < expected.lower <= large_k
-    # The K=10 writer resuming after the K=1000 one closes a longer interval; the histogram shows both.
-    assert_histogram_holds(shown.intervals.counters, expected.cadence_intervals)
-    assert max(expected.cadence_intervals) > small_k
+    assert [(e.epoch.lower, e.epoch.upper) for e in shown.epochs] == [
+        (small_k, small_k),
+        (expected.lower, None),
+        (small_k, small_k),
+    ]
+    assert expected.lower is not None and small_k < expected.lower <= large_k
+    changes = [e.checkpoint_id for e in thread.events_of("writer_change")]
+    assert [e.epoch.first_id for e in shown.epochs[1:]] == changes[1:]
+    assert_epoch_histograms(shown, expected)
+    # The K=10 writer resuming after the K=1000 one closes a longer interval: carried over, not in a histogram.
+    assert shown.epochs[2].carried_over and max(shown.epochs[2].carried_over) > small_k
+    assert shown.cadence.inferred == small_k and shown.cadence is shown.epochs[-1].cadence
+    assert shown.what_if is not None and shown.what_if.epoch == 2
+    assert lineage_bounds(shown) == (expected.lower, small_k)
 
 
 def test_stripped_snapshot_shows_as_a_method_disagreement(built: BuiltDatabase) -> None:
@@ -251,7 +289,8 @@ def test_overwrite_snapshots_are_forced_and_kept_out_of_the_histogram(built: Bui
         shown = inspect_of(built, thread.thread_id).shown
         assert {f.checkpoint_id for f in shown.intervals.forced} == forced_ids
         assert all(f.trigger is Trigger.OVERWRITE and f.counter_interval < cadence for f in shown.intervals.forced)
-        assert {b.lower for b in shown.intervals.counters.buckets if b.count} == {cadence}
+        (only,) = shown.epochs
+        assert {b.lower for b in only.counters.buckets if b.count} == {cadence}
         assert shown.cadence.inferred == cadence
 
 
@@ -262,7 +301,7 @@ def test_subgraph_namespaces_are_summarised_apart(built: BuiltDatabase) -> None:
         inspected = inspect_of(built, thread.thread_id)
         conversation = truth(thread, "")
         # Only the conversation's own snapshots are in its histogram.
-        assert_histogram_holds(inspected.shown.intervals.counters, conversation.cadence_intervals)
+        assert_epoch_histograms(inspected.shown, conversation)
         assert inspected.shown.cadence.inferred == thread.writers[0].cadence
         (group,) = inspected.subgraphs
         assert group.lineages == len(subgraph_namespaces)
@@ -275,14 +314,14 @@ def test_subgraph_namespaces_are_summarised_apart(built: BuiltDatabase) -> None:
         chosen = subgraph_namespaces[0]
         shown = inspect_of(built, thread.thread_id, chosen).shown
         assert shown.checkpoint_ns == chosen
-        assert_histogram_holds(shown.intervals.counters, truth(thread, chosen).cadence_intervals)
+        assert_epoch_histograms(shown, truth(thread, chosen))
         assert shown.cadence.inferred == SUBGRAPH_CADENCE
 
 
 def test_superstep_bound_snapshots_leave_the_cadence_open(built: BuiltDatabase) -> None:
     (thread,) = built.manifest.by_scenario("superstep-bound")
     shown = inspect_of(built, thread.thread_id).shown
-    assert shown.intervals.counters.count == 0
+    assert [e.counters.count for e in shown.epochs] == [0]
     assert {f.trigger for f in shown.intervals.forced} == {Trigger.SUPERSTEP_BOUND}
     assert shown.cadence.status is CadenceStatus.OPEN
     assert shown.cadence.upper is None and shown.cadence.lower == truth(thread).lower

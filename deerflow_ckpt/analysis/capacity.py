@@ -25,9 +25,11 @@ from deerflow_ckpt.analysis.cadence import (
     Trigger,
     cadence_profile,
 )
+from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.histogram import Histogram, distinct_values, histogram
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult
+from deerflow_ckpt.analysis.timeline import Timeline, TimelineSettings, build_timeline
 from deerflow_ckpt.store.peek import array_header_size, ext_header_size
 from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, MessagesShape
 
@@ -45,7 +47,6 @@ class CadenceStatus(StrEnum):
     DIFFERS = "differs"  # the expected K lies outside the bounds
     INFERRED = "inferred"  # no expected K; the bounds meet
     OPEN = "open"  # no expected K; the bounds do not meet (too few writes, or only forced snapshots)
-    MIXED_WRITERS = "mixed_writers"  # contradictory bounds: writers with different K shared the thread
     NOT_DELTA = "not_delta"  # no counters and no snapshots: full mode
 
 
@@ -62,6 +63,7 @@ class InspectSettings:
     # Cadences for the what-if; None: DEFAULT_WHAT_IF. An empty tuple skips the what-if.
     what_if: tuple[int, ...] | None = None
     superstep_bound: int = DEFAULT_SUPERSTEP_BOUND
+    timeline: TimelineSettings = field(default_factory=TimelineSettings)
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,8 @@ class MethodDisagreement:
 
 @dataclass(frozen=True)
 class IntervalReport:
-    # Cadence-triggered snapshots only; `counters` is the histogram shown, `chain` the cross-check.
-    counters: Histogram
-    chain: Histogram
+    """What holds for the whole lineage; the interval histograms are per epoch (EpochInspection)."""
+
     forced: tuple[ForcedSnapshot, ...]
     # Message-writing steps since the last snapshot at the head: an interval not closed yet.
     open_tail: int
@@ -179,6 +180,24 @@ class WhatIf:
     append_only: bool
     # None when the lineage stores no snapshot to check the model against.
     check: ModelCheck | None
+    # The epoch modelled (its index), from its first checkpoint on; None: the whole lineage.
+    epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class EpochInspection:
+    """One cadence epoch (epochs.py): its K bounds, when it was written, and its own intervals."""
+
+    epoch: Epoch
+    message_writing_steps: int
+    snapshot_steps: int
+    # Cadence-triggered snapshots of this epoch only; `counters` is the histogram shown, `chain` the cross-check.
+    counters: Histogram
+    chain: Histogram
+    cadence: CadenceReport
+    # Intervals longer than the epoch's K: its first snapshot closing what an earlier, larger-K epoch
+    # left open (the counters carry over a change), kept out of the histogram.
+    carried_over: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,9 +212,15 @@ class LineageInspection:
     replay_depth_head: int
     replay_depth_max: int
     intervals: IntervalReport
+    # The cadence of the current (last) epoch; each epoch's own in `epochs`.
     cadence: CadenceReport
     storage: StorageBytes
     what_if: WhatIf | None
+    epochs: tuple[EpochInspection, ...] = ()
+
+    @property
+    def current_epoch(self) -> EpochInspection | None:
+        return self.epochs[-1] if self.epochs else None
 
 
 @dataclass(frozen=True)
@@ -259,7 +284,6 @@ def storage_bytes(graph: LineageGraph) -> StorageBytes:
 
 
 def interval_report(profile: CadenceProfile) -> IntervalReport:
-    cadence = [event for event in profile.snapshots if not event.trigger.forced]
     forced = tuple(
         ForcedSnapshot(e.record.checkpoint_id, e.record.step, e.trigger, e.counter_interval, e.chain_interval)
         for e in profile.snapshots
@@ -271,8 +295,6 @@ def interval_report(profile: CadenceProfile) -> IntervalReport:
         if e.counter_interval != e.chain_interval
     )
     return IntervalReport(
-        counters=histogram(e.counter_interval for e in cadence),
-        chain=histogram(e.chain_interval for e in cadence),
         forced=forced,
         open_tail=profile.open_tail,
         disagreements=disagreements,
@@ -280,10 +302,9 @@ def interval_report(profile: CadenceProfile) -> IntervalReport:
 
 
 def cadence_report(bounds: CadenceBounds, expected: int | None, delta: bool) -> CadenceReport:
+    """How one epoch's bounds read against the expected K (an epoch's bounds never contradict)."""
     lower, upper, inferred = bounds.lower, bounds.upper, bounds.inferred
-    if bounds.contradictory:
-        status = CadenceStatus.MIXED_WRITERS
-    elif not delta and lower is None and upper is None:
+    if not delta and lower is None and upper is None:
         status = CadenceStatus.NOT_DELTA
     elif expected is None:
         status = CadenceStatus.INFERRED if inferred is not None else CadenceStatus.OPEN
@@ -326,13 +347,13 @@ def _steps(graph: LineageGraph) -> list[_Step]:
     return steps
 
 
-def model_check(steps: Sequence[_Step], backend: Backend) -> ModelCheck | None:
-    """The model's size for each snapshot this lineage stored, against the bytes stored there."""
+def model_check(steps: Sequence[_Step], backend: Backend, start: int = 0) -> ModelCheck | None:
+    """The model's size for each snapshot stored from step `start` on, against the bytes stored there."""
     items = item_bytes = snapshots = modelled = measured = 0
-    for step in steps:
+    for index, step in enumerate(steps):
         items += step.items
         item_bytes += step.item_bytes
-        if step.snapshot_step:
+        if step.snapshot_step and index >= start:
             snapshots += 1
             modelled += snapshot_bytes(items, item_bytes, backend)
             measured += step.stored_snapshot
@@ -351,16 +372,19 @@ def snapshot_bytes(items: int, item_bytes: int, backend: Backend) -> int:
     return payload if backend is Backend.SQLITE else ext_header_size(payload) + payload
 
 
-def delta_what_if(steps: Sequence[_Step], cadence: int, backend: Backend) -> WhatIfRow:
-    """A snapshot at every `cadence`-th message-writing step, holding every message written so far."""
+def delta_what_if(steps: Sequence[_Step], cadence: int, backend: Backend, start: int = 0) -> WhatIfRow:
+    """A snapshot at every `cadence`-th message-writing step from step `start` on (counted as if one were
+    taken there), each holding every message written so far."""
     items = item_bytes = 0
     since = replay_bytes = 0
     stored = retained = worst_depth = worst_bytes = 0
-    for step in steps:
+    for index, step in enumerate(steps):
         if not step.wrote:
             continue
         items += step.items
         item_bytes += step.item_bytes
+        if index < start:
+            continue
         since += 1
         replay_bytes += step.write_bytes
         if since >= cadence:
@@ -373,17 +397,19 @@ def delta_what_if(steps: Sequence[_Step], cadence: int, backend: Backend) -> Wha
     return WhatIfRow(cadence, stored, retained, worst_depth, worst_bytes)
 
 
-def full_what_if(steps: Sequence[_Step], backend: Backend) -> WhatIfRow:
-    """Full mode: Postgres stores a list blob per new version (each message-writing step); SQLite stores
-    the list inline in every checkpoint once there is one, non-writing input checkpoints included."""
+def full_what_if(steps: Sequence[_Step], backend: Backend, start: int = 0) -> WhatIfRow:
+    """Full mode from step `start` on: Postgres stores a list blob per new version (each message-writing
+    step); SQLite stores the list inline in every checkpoint once there is one, input checkpoints included."""
     items = item_bytes = 0
     written = False
     stored = retained = 0
-    for step in steps:
+    for index, step in enumerate(steps):
         if step.wrote:
             items += step.items
             item_bytes += step.item_bytes
             written = True
+        if index < start:
+            continue
         if step.wrote or (written and backend is Backend.SQLITE):
             stored += 1
             retained += list_bytes(items, item_bytes)
@@ -399,13 +425,16 @@ def what_if_cadences(requested: Iterable[int] | None, expected: int | None, infe
     return tuple(sorted(chosen))
 
 
-def what_if(graph: LineageGraph, cadences: Iterable[int]) -> WhatIf:
+def what_if(graph: LineageGraph, cadences: Iterable[int], epoch: Epoch | None = None) -> WhatIf:
+    """Another K for the lineage, or from `epoch`'s first checkpoint on (the messages before it still count)."""
     steps = _steps(graph)
-    rows = [delta_what_if(steps, cadence, graph.backend) for cadence in cadences]
-    rows.append(full_what_if(steps, graph.backend))
-    rewrote = any(record.removal_written or record.overwrite_written for record in graph.records)
-    written = sum(1 for step in steps if step.wrote)
-    return WhatIf(tuple(rows), written, not rewrote, model_check(steps, graph.backend))
+    start = epoch.start if epoch is not None else 0
+    rows = [delta_what_if(steps, cadence, graph.backend, start) for cadence in cadences]
+    rows.append(full_what_if(steps, graph.backend, start))
+    rewrote = any(record.removal_written or record.overwrite_written for record in graph.records[start:])
+    written = sum(1 for step in steps[start:] if step.wrote)
+    index = epoch.index if epoch is not None else None
+    return WhatIf(tuple(rows), written, not rewrote, model_check(steps, graph.backend, start), index)
 
 
 # -- one lineage, one thread ----------------------------------------------------------------------------
@@ -416,17 +445,44 @@ def thread_kind(graph: LineageGraph, profile: CadenceProfile) -> str:
     return LineageResult(graph.lineage, graph, profile).kind
 
 
+def inspect_epochs(graph: LineageGraph, profile: CadenceProfile, expected: int | None) -> tuple[EpochInspection, ...]:
+    """Each epoch with the snapshots and message-writing steps inside it, and its cadence against `expected`."""
+    epochs = lineage_epochs(graph, profile)
+    position = {id(record): index for index, record in enumerate(graph.records)}
+    delta = any(graph.is_delta(record) for record in graph.records)
+    inspected = []
+    for epoch in epochs:
+        inside = [e for e in profile.snapshots if epoch.start <= position[id(e.record)] < epoch.stop]
+        upper = epoch.upper
+        cadence = [e for e in inside if not e.trigger.forced and (upper is None or e.counter_interval <= upper)]
+        carried = tuple(e.counter_interval for e in inside if not e.trigger.forced and e not in cadence)
+        bounds = CadenceBounds(epoch.lower, None, epoch.upper, None)
+        inspected.append(
+            EpochInspection(
+                epoch=epoch,
+                message_writing_steps=sum(1 for r in graph.records[epoch.start : epoch.stop] if r.wrote),
+                snapshot_steps=len(inside),
+                counters=histogram(e.counter_interval for e in cadence),
+                chain=histogram(e.chain_interval for e in cadence),
+                cadence=cadence_report(bounds, expected, delta),
+                carried_over=carried,
+            )
+        )
+    return tuple(inspected)
+
+
 def inspect_lineage(graph: LineageGraph, settings: InspectSettings) -> LineageInspection:
     profile = cadence_profile(graph, settings.superstep_bound)
     conversation = graph.lineage.checkpoint_ns == CONVERSATION_NS
     expected = settings.expected_cadence if conversation else None
-    delta = any(graph.is_delta(record) for record in graph.records)
-    cadence = cadence_report(profile.bounds, expected, delta)
+    epochs = inspect_epochs(graph, profile, expected)
+    current = epochs[-1]
     head = graph.head()
     wanted = settings.what_if
     what = None
     if wanted is None or wanted:
-        what = what_if(graph, what_if_cadences(wanted, expected, cadence.inferred))
+        modelled = current.epoch if len(epochs) > 1 else None
+        what = what_if(graph, what_if_cadences(wanted, expected, current.cadence.inferred), modelled)
     return LineageInspection(
         thread_id=graph.lineage.thread_id,
         checkpoint_ns=graph.lineage.checkpoint_ns,
@@ -438,9 +494,10 @@ def inspect_lineage(graph: LineageGraph, settings: InspectSettings) -> LineageIn
         replay_depth_head=profile.replay_depth.get(head.checkpoint_id, 0),
         replay_depth_max=max(profile.replay_depth.values(), default=0),
         intervals=interval_report(profile),
-        cadence=cadence,
+        cadence=current.cadence,
         storage=storage_bytes(graph),
         what_if=what,
+        epochs=epochs,
     )
 
 
@@ -449,8 +506,9 @@ def namespace_pattern(checkpoint_ns: str) -> str:
 
 
 def _group(pattern: str, members: list[LineageInspection]) -> NamespaceGroup:
-    lowers = [m.cadence.lower for m in members if m.cadence.lower is not None]
-    uppers = [m.cadence.upper for m in members if m.cadence.upper is not None]
+    # Over every epoch of every member: where they contradict each other, the group shows mixed.
+    lowers = [e.epoch.lower for m in members for e in m.epochs if e.epoch.lower is not None]
+    uppers = [e.epoch.upper for m in members for e in m.epochs if e.epoch.upper is not None]
     storage = StorageBytes()
     for member in members:
         storage += member.storage
@@ -478,7 +536,7 @@ def inspect_thread(
     namespaces = tuple(lineage.checkpoint_ns for lineage in lineages)
     shown: LineageInspection | None = None
     others: dict[str, list[LineageInspection]] = {}
-    quiet = InspectSettings(settings.expected_cadence, (), settings.superstep_bound)
+    quiet = InspectSettings(settings.expected_cadence, (), settings.superstep_bound, settings.timeline)
     storage = StorageBytes()
     for lineage in lineages:
         graph = LineageGraph(lineage, backend)
@@ -551,9 +609,14 @@ class DatabaseSummary:
     checkpoints: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     inferred_cadences: Counter[int] = field(default_factory=Counter)
-    # Conversations whose K is not pinned down, by status (open, mixed_writers, not_delta).
+    # Conversations whose current epoch's K is not pinned down, by status (open, not_delta).
     unsettled: Counter[str] = field(default_factory=Counter)
+    # Conversations written at more than one cadence (several epochs).
+    changed: int = 0
     storage: StorageBytes = field(default_factory=StorageBytes)
+    # Conversation epochs for the timeline, their first-time fronts kept per bounds (as a scan keeps them).
+    epochs: list[Epoch] = field(default_factory=list)
+    first_evidence: FirstSink = field(default_factory=dict)
     _top: TopThreads = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -571,6 +634,16 @@ class DatabaseSummary:
             self.unsettled[cadence.status.value] += 1
         self.storage += thread.storage
         self._top.add(thread)
+        shown = thread.shown
+        if shown.checkpoint_ns == CONVERSATION_NS:
+            self.changed += len(shown.epochs) > 1
+            for inspected in shown.epochs:
+                epoch = inspected.epoch
+                self.first_evidence.setdefault(epoch.bounds, FirstEvidence()).add(epoch.fronts)
+                self.epochs.append(epoch.without_first_fronts())
+
+    def timeline(self, settings: InspectSettings) -> Timeline:
+        return build_timeline(self.epochs, settings.timeline, settings.expected_cadence, self.first_evidence)
 
     @property
     def cadence_distribution(self) -> Histogram:

@@ -375,3 +375,37 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     ):
         verdict = Verdict.ROLLING
     return ThreadJudgement(verdict, counter, interval, other, began)
+
+
+@dataclass(frozen=True)
+class TimelineChart:
+    """How many epochs of each class were writing, in equal slices of the database's time span."""
+
+    start_ns: int
+    end_ns: int
+    # (class label, epochs writing in each slice), one row per class in time order.
+    rows: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def timeline_chart(timeline: Timeline, cells: int) -> TimelineChart | None:
+    """None when no class has a readable write time."""
+    spans = [(c, c.first_time_ns, c.last_time_ns) for c in timeline.classes]
+    starts = [start for _, start, _ in spans if start is not None]
+    ends = [end for _, _, end in spans if end is not None]
+    if not starts or not ends or cells < 1:
+        return None
+    start, end = min(starts), max(ends)
+    width = max(1, end - start)
+    rows = []
+    for cadence_class, _, _ in spans:
+        counts = [0] * cells
+        for epoch in cadence_class.epochs:
+            first, last = epoch.first_time_ns, epoch.last_time_ns
+            if first is None or last is None:
+                continue
+            low = min(cells - 1, (first - start) * cells // width)
+            high = min(cells - 1, (last - start) * cells // width)
+            for cell in range(low, high + 1):
+                counts[cell] += 1
+        rows.append((cadence_class.label, tuple(counts)))
+    return TimelineChart(start, end, tuple(rows))

@@ -287,23 +287,36 @@ def summary(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    clock_skew: str = database_options.CLOCK_SKEW_OPTION,
+    rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
-    """The whole database at a glance: threads by mode, inferred K across threads, bytes by kind, heaviest threads."""
+    """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.capacity import DatabaseSummary, InspectSettings
+    from deerflow_ckpt.analysis.timeline import TimelineSettings
 
+    timeline_settings = TimelineSettings(
+        database_options.parse_duration(clock_skew, "--clock-skew"),
+        database_options.parse_duration(rolling_window, "--rolling-window"),
+    )
     reader, scope = _open(
-        db, schema, config, cadence, immutable, lambda expected: InspectSettings(expected, (), max_supersteps)
+        db,
+        schema,
+        config,
+        cadence,
+        immutable,
+        lambda expected: InspectSettings(expected, (), max_supersteps, timeline_settings),
     )
     result = DatabaseSummary(heaviest_limit=heaviest)
     show = output_format is InspectFormat.text and sys.stderr.isatty()
     with _ThreadCounter(show) as tick:
         for inspected in _every_thread(reader, scope.backend, scope.settings, None, tick):
             result.add(inspected)
+    timeline = result.timeline(scope.settings)
     if output_format is InspectFormat.json:
         from deerflow_ckpt.report.inspect_json import summary_to_json
 
-        sys.stdout.write(summary_to_json(scope, result))
+        sys.stdout.write(summary_to_json(scope, result, timeline))
     elif output_format is InspectFormat.csv:
         from deerflow_ckpt.report.inspect_csv import summary_to_csv
 
@@ -311,7 +324,7 @@ def summary(
     else:
         from deerflow_ckpt.report.inspect_text import render_summary
 
-        render_summary(result, scope, _text_console(color))
+        render_summary(result, scope, _text_console(color), timeline)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,9 @@
 """`ckpt inspect`'s histograms as long ("tidy") CSV: one row per bucket.
 
-Columns: thread_id, checkpoint_ns, metric, lower (inclusive), upper (exclusive; empty when
-unbounded), count. Metrics: `snapshot_interval` (cadence-triggered, by the counters),
-`snapshot_interval_chain` (the same snapshots along the chain), `forced_interval.<trigger>`,
+Columns: thread_id, checkpoint_ns, epoch (the cadence epoch of an interval metric; empty for the others),
+metric, lower (inclusive), upper (exclusive; empty when unbounded), count. Metrics: `snapshot_interval`
+(cadence-triggered, by the counters, per epoch), `snapshot_interval_chain` (the same snapshots along the
+chain), `forced_interval.<trigger>`,
 `open_tail` (one row: the writes since the last snapshot), and for the summary `inferred_cadence`
 (threads per inferred K).
 """
@@ -16,24 +17,27 @@ from collections.abc import Iterable, Iterator
 from deerflow_ckpt.analysis.capacity import DatabaseSummary, LineageInspection, ThreadInspection
 from deerflow_ckpt.analysis.histogram import Histogram, histogram
 
-HEADER = ("thread_id", "checkpoint_ns", "metric", "lower", "upper", "count")
+HEADER = ("thread_id", "checkpoint_ns", "epoch", "metric", "lower", "upper", "count")
 Row = tuple[str | int, ...]
 
 
-def _bucket_rows(thread_id: str, ns: str, metric: str, values: Histogram) -> Iterator[Row]:
+def _bucket_rows(thread_id: str, ns: str, epoch: int | str, metric: str, values: Histogram) -> Iterator[Row]:
     for bucket in values.buckets:
-        yield (thread_id, ns, metric, bucket.lower, "" if bucket.upper is None else bucket.upper, bucket.count)
+        upper = "" if bucket.upper is None else bucket.upper
+        yield (thread_id, ns, epoch, metric, bucket.lower, upper, bucket.count)
 
 
 def lineage_rows(inspection: LineageInspection) -> Iterator[Row]:
     thread_id, ns, intervals = inspection.thread_id, inspection.checkpoint_ns, inspection.intervals
-    yield from _bucket_rows(thread_id, ns, "snapshot_interval", intervals.counters)
-    yield from _bucket_rows(thread_id, ns, "snapshot_interval_chain", intervals.chain)
+    for inspected in inspection.epochs:
+        index = inspected.epoch.index
+        yield from _bucket_rows(thread_id, ns, index, "snapshot_interval", inspected.counters)
+        yield from _bucket_rows(thread_id, ns, index, "snapshot_interval_chain", inspected.chain)
     for trigger in sorted({f.trigger for f in intervals.forced}):
         forced = histogram(f.counter_interval for f in intervals.forced if f.trigger is trigger)
-        yield from _bucket_rows(thread_id, ns, f"forced_interval.{trigger.value}", forced)
+        yield from _bucket_rows(thread_id, ns, "", f"forced_interval.{trigger.value}", forced)
     tail = intervals.open_tail
-    yield (thread_id, ns, "open_tail", tail, tail + 1, 1)
+    yield (thread_id, ns, "", "open_tail", tail, tail + 1, 1)
 
 
 def _lines(rows: Iterable[Row]) -> str:
@@ -54,4 +58,4 @@ def threads_to_csv(threads: Iterable[ThreadInspection]) -> str:
 
 
 def summary_to_csv(summary: DatabaseSummary) -> str:
-    return _lines([HEADER, *_bucket_rows("", "", "inferred_cadence", summary.cadence_distribution)])
+    return _lines([HEADER, *_bucket_rows("", "", "", "inferred_cadence", summary.cadence_distribution)])

@@ -14,6 +14,7 @@ from typing import Any
 from deerflow_ckpt.analysis.capacity import (
     CadenceReport,
     DatabaseSummary,
+    EpochInspection,
     InspectionScope,
     LineageInspection,
     NamespaceGroup,
@@ -22,9 +23,14 @@ from deerflow_ckpt.analysis.capacity import (
     WhatIf,
 )
 from deerflow_ckpt.analysis.histogram import Histogram
+from deerflow_ckpt.analysis.timeline import Timeline, timeline_chart
+from deerflow_ckpt.report.timeline_json import chart_to_dict, epoch_to_dict, timeline_to_dict
 
-JSON_SCHEMA_VERSION = 1
+# 2: cadence epochs per lineage (interval histograms moved into them), what_if.epoch, the summary's timeline.
+JSON_SCHEMA_VERSION = 2
 INTERVAL_UNIT = "message-writing steps"
+# Time slices of the summary's cadence chart (the text chart draws the same).
+CHART_CELLS = 40
 
 
 def histogram_dict(name: str, unit: str, histogram: Histogram, **labels: str) -> dict[str, Any]:
@@ -65,6 +71,7 @@ def cadence_dict(cadence: CadenceReport) -> dict[str, Any]:
 def what_if_dict(what_if: WhatIf) -> dict[str, Any]:
     check = what_if.check
     return {
+        "epoch": what_if.epoch,
         "message_writing_steps": what_if.message_writing_steps,
         "append_only": what_if.append_only,
         "model_check": None
@@ -89,6 +96,20 @@ def what_if_dict(what_if: WhatIf) -> dict[str, Any]:
     }
 
 
+def epoch_dict(inspected: EpochInspection) -> dict[str, Any]:
+    return {
+        **epoch_to_dict(inspected.epoch),
+        "message_writing_steps": inspected.message_writing_steps,
+        "snapshot_steps": inspected.snapshot_steps,
+        "metrics": [
+            histogram_dict("snapshot_interval", INTERVAL_UNIT, inspected.counters, method="counters"),
+            histogram_dict("snapshot_interval", INTERVAL_UNIT, inspected.chain, method="chain"),
+        ],
+        "carried_over_intervals": list(inspected.carried_over),
+        "cadence": cadence_dict(inspected.cadence),
+    }
+
+
 def lineage_dict(inspection: LineageInspection) -> dict[str, Any]:
     intervals = inspection.intervals
     document: dict[str, Any] = {
@@ -98,11 +119,8 @@ def lineage_dict(inspection: LineageInspection) -> dict[str, Any]:
         "message_writing_steps": inspection.message_writing_steps,
         "snapshot_steps": inspection.snapshot_steps,
         "replay_depth": {"head": inspection.replay_depth_head, "max": inspection.replay_depth_max},
+        "epochs": [epoch_dict(epoch) for epoch in inspection.epochs],
         "intervals": {
-            "metrics": [
-                histogram_dict("snapshot_interval", INTERVAL_UNIT, intervals.counters, method="counters"),
-                histogram_dict("snapshot_interval", INTERVAL_UNIT, intervals.chain, method="chain"),
-            ],
             "forced": [
                 {
                     "checkpoint_id": f.checkpoint_id,
@@ -197,7 +215,7 @@ def threads_to_json(scope: InspectionScope, threads: Iterable[ThreadInspection])
     return "".join(iter_threads_json(scope, threads))
 
 
-def summary_to_json(scope: InspectionScope, summary: DatabaseSummary) -> str:
+def summary_to_json(scope: InspectionScope, summary: DatabaseSummary, timeline: Timeline) -> str:
     document = {
         **_header("inspect summary", scope),
         "summary": {
@@ -207,6 +225,9 @@ def summary_to_json(scope: InspectionScope, summary: DatabaseSummary) -> str:
             "modes": {kind: summary.kinds.get(kind, 0) for kind in ("delta", "full", "migrated")},
             "inferred_cadence": histogram_dict("inferred_cadence", "threads", summary.cadence_distribution),
             "unsettled_cadence": dict(sorted(summary.unsettled.items())),
+            "threads_with_several_epochs": summary.changed,
+            "timeline": timeline_to_dict(timeline),
+            "chart": chart_to_dict(timeline_chart(timeline, CHART_CELLS)),
             "storage": storage_dict(summary.storage),
             "heaviest": [
                 {

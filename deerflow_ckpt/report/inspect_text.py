@@ -21,6 +21,7 @@ from deerflow_ckpt.analysis.capacity import (
     CadenceReport,
     CadenceStatus,
     DatabaseSummary,
+    EpochInspection,
     InspectionScope,
     IntervalReport,
     LineageInspection,
@@ -29,7 +30,11 @@ from deerflow_ckpt.analysis.capacity import (
     ThreadInspection,
     WhatIf,
 )
+from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.histogram import Bucket, Histogram
+from deerflow_ckpt.analysis.timeline import Timeline, timeline_chart
+from deerflow_ckpt.report.inspect_json import CHART_CELLS
+from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
 MAX_BAR_WIDTH = 40
@@ -37,7 +42,6 @@ _STATUS_STYLE = {
     CadenceStatus.MATCHES: "green",
     CadenceStatus.INFERRED: "green",
     CadenceStatus.DIFFERS: "bold red",
-    CadenceStatus.MIXED_WRITERS: "bold red",
 }
 
 
@@ -123,14 +127,12 @@ def _bounds(lower: int | None, upper: int | None) -> str:
 def short_cadence(cadence: CadenceReport) -> str:
     if cadence.inferred is not None:
         return f"K = {cadence.inferred}"
-    if cadence.status is CadenceStatus.MIXED_WRITERS:
-        return "mixed writers"
     if cadence.status is CadenceStatus.NOT_DELTA:
         return "full mode"
     return _bounds(cadence.lower, cadence.upper)
 
 
-def cadence_line(cadence: CadenceReport, cadence_source: str, thread_id: str) -> Text:
+def cadence_line(cadence: CadenceReport, cadence_source: str, thread_id: str, epochs: int = 1) -> Text:
     bounds = _bounds(cadence.lower, cadence.upper)
     expected = f"the expected K = {cadence.expected} (from {cadence_source})"
     status = cadence.status
@@ -144,14 +146,35 @@ def cadence_line(cadence: CadenceReport, cadence_source: str, thread_id: str) ->
         said = f"{bounds}, but {expected}: run `ckpt verify-shape --thread {thread_id}`"
     elif status is CadenceStatus.OPEN:
         said = f"{bounds}: not pinned down yet (no cadence-triggered snapshot closes it)"
-    elif status is CadenceStatus.MIXED_WRITERS:
-        said = (
-            f"mixed writers: the counters need K >= {cadence.lower} but a cadence snapshot closed after "
-            f"{cadence.upper} writes; run `ckpt verify-shape --thread {thread_id}`"
-        )
     else:
         said = "full mode: no snapshot cadence"
+    if epochs > 1:
+        said = (
+            f"in the current epoch ({epochs} of {epochs}), {said}; earlier epochs ran other cadences: a deliberate "
+            "change or mixed writers, which `ckpt verify-shape` tells apart from the whole database's timeline"
+        )
     return Text.assemble(("Cadence: ", "bold"), (said, _STATUS_STYLE.get(status, "")))
+
+
+def _epoch_span(epoch: Epoch) -> str:
+    return f"{format_time(epoch.first_time_ns)} .. {format_time(epoch.last_time_ns)}"
+
+
+def epochs_table(epochs: Iterable[EpochInspection]) -> Table:
+    table = _table()
+    for heading in ("epoch", "written", "checkpoints", "writing steps", "snapshots", "cadence"):
+        table.add_column(heading, justify="left" if heading in ("written", "cadence") else "right")
+    for inspected in epochs:
+        epoch = inspected.epoch
+        table.add_row(
+            str(epoch.index + 1),
+            _epoch_span(epoch),
+            _n(epoch.checkpoints),
+            _n(inspected.message_writing_steps),
+            _n(inspected.snapshot_steps),
+            short_cadence(inspected.cadence),
+        )
+    return table
 
 
 def _interval_notes(intervals: IntervalReport, thread_id: str) -> list[Text]:
@@ -221,8 +244,9 @@ def what_if_notes(what_if: WhatIf, backend: Backend) -> list[Text]:
     full = "a list in every checkpoint" if backend is Backend.SQLITE else "a list blob per message-writing step"
     notes = [
         Text(
-            f"  model: this lineage's {_plural(what_if.message_writing_steps, 'message-writing step')} replayed; "
-            "a snapshot at every K-th holds every message written so far"
+            f"  model: this {'lineage' if what_if.epoch is None else 'epoch'}'s "
+            f"{_plural(what_if.message_writing_steps, 'message-writing step')} replayed; a snapshot at every K-th "
+            "holds every message written so far"
         ),
         Text(f"  full mode stores {full}; max replay counts the writes a read replays after the last snapshot"),
     ]
@@ -252,18 +276,38 @@ def render_lineage(inspection: LineageInspection, scope: InspectionScope, consol
         f"head, {_n(inspection.replay_depth_max)} at most"
     )
     intervals = inspection.intervals
+    several = len(inspection.epochs) > 1
+    if several:
+        console.print(Text("Cadence epochs (the fewest runs one K explains each, cut from the head back)", "bold"))
+        console.print(_indented(epochs_table(inspection.epochs)))
     console.print(Text("Snapshot intervals (message-writing steps between snapshots, by the counters)", style="bold"))
-    if intervals.counters.count:
-        console.print(_indented(histogram_table(intervals.counters, "interval", console)))
-    else:
-        console.print("  no cadence-triggered snapshot")
+    for inspected in inspection.epochs:
+        if several:
+            epoch = inspected.epoch
+            console.print(f"  epoch {epoch.index + 1} ({short_cadence(inspected.cadence)}, {_epoch_span(epoch)})")
+        if inspected.counters.count:
+            console.print(_indented(histogram_table(inspected.counters, "interval", console)))
+        else:
+            console.print("  no cadence-triggered snapshot")
+        if inspected.carried_over:
+            carried = ", ".join(str(v) for v in inspected.carried_over)
+            console.print(
+                f"  carried over: {_plural(len(inspected.carried_over), 'snapshot')} closing what the epoch before "
+                f"left open ({carried} writes; not in the histogram)"
+            )
     for note in _interval_notes(intervals, thread_id):
         console.print(note)
-    console.print(cadence_line(inspection.cadence, scope.cadence_source, thread_id))
+    console.print(cadence_line(inspection.cadence, scope.cadence_source, thread_id, len(inspection.epochs)))
     console.print(Text("Storage (stored column lengths)", style="bold"))
     console.print(_indented(storage_table(inspection.storage, inspection.backend)))
     if inspection.what_if is not None:
-        console.print(Text("What-if: another cadence K for this lineage", style="bold"))
+        modelled = inspection.what_if.epoch
+        if modelled is None:
+            console.print(Text("What-if: another cadence K for this lineage", style="bold"))
+        else:
+            since = format_time(inspection.epochs[modelled].epoch.first_time_ns)
+            heading = f"What-if: another cadence K for epoch {modelled + 1} (the current one, from {since})"
+            console.print(Text(heading, style="bold"))
         console.print(_indented(what_if_table(inspection.what_if, inspection.cadence)))
         for note in what_if_notes(inspection.what_if, inspection.backend):
             console.print(note)
@@ -313,7 +357,61 @@ def render_threads(threads: list[ThreadInspection], scope: InspectionScope, cons
         render_thread(thread, scope, console)
 
 
-def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console) -> None:
+_SHADES = " ░▒▓█"
+
+
+def chart_row(counts: tuple[int, ...], largest: int, blocks: bool) -> str:
+    """One class's row: how many of its epochs were writing in each time slice, shaded (or '#' and '.')."""
+    if not blocks:
+        return "".join("#" if count else "." for count in counts)
+    steps = len(_SHADES) - 1
+    return "".join(_SHADES[0 if not count else max(1, round(steps * count / largest))] for count in counts)
+
+
+def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
+    console.print(Text("Cadence over time (conversation epochs; `ckpt verify-shape` judges them)", style="bold"))
+    if not timeline.classes:
+        console.print("  no epoch bounds K (no delta counters and no cadence snapshot)")
+        return
+    table = _table()
+    for heading in ("cadence", "first write", "last write", "threads", "epochs", "checkpoints"):
+        table.add_column(heading, justify="left" if heading in ("cadence", "first write", "last write") else "right")
+    for cadence_class in timeline.classes:
+        table.add_row(
+            cadence_class.label,
+            format_time(cadence_class.first_time_ns),
+            format_time(cadence_class.last_time_ns),
+            _n(cadence_class.threads),
+            _n(len(cadence_class.epochs)),
+            _n(cadence_class.checkpoints),
+        )
+    console.print(_indented(table))
+    chart = timeline_chart(timeline, max(10, min(CHART_CELLS, console.width - 16)))
+    if chart is not None and len(chart.rows) > 1:
+        blocks = can_draw_blocks(console)
+        largest = max((max(counts) for _, counts in chart.rows), default=1) or 1
+        label_width = max(len(label) for label, _ in chart.rows)
+        for label, counts in chart.rows:
+            console.print(Text(f"  {label:>{label_width}} |{chart_row(counts, largest, blocks)}|"))
+        start, end = format_time(chart.start_ns), format_time(chart.end_ns)
+        console.print(Text(f"  {'':>{label_width}}  from {start} to {end}, each cell an equal slice"))
+    for change in timeline.changes:
+        console.print(
+            f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"
+            f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
+        )
+    current = timeline.current
+    if current is not None and len(timeline.classes) > 1:
+        console.print(f"  in force now: {current.label} since {format_time(timeline.current_since_ns())}")
+    elif current is None and len(timeline.classes) > 1:
+        console.print(Text("  no single cadence in force: cadences wrote side by side", style="bold red"))
+    if changed:
+        console.print(f"  {_plural(changed, 'conversation')} written at more than one cadence (several epochs)")
+    if timeline.ambiguous:
+        console.print(f"  {_plural(len(timeline.ambiguous), 'epoch')} too short to tell which cadence wrote them")
+
+
+def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console, timeline: Timeline) -> None:
     kinds = summary.kinds
     console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
     console.print(
@@ -323,7 +421,7 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
     )
     if scope.settings.expected_cadence is not None:
         console.print(f"  expected K = {scope.settings.expected_cadence} (from {scope.cadence_source})")
-    console.print(Text("Inferred K across threads (conversation namespace)", style="bold"))
+    console.print(Text("Inferred K across threads (the current epoch of each conversation)", style="bold"))
     distribution = summary.cadence_distribution
     if distribution.count:
         console.print(_indented(histogram_table(distribution, "K", console, "threads")))
@@ -332,6 +430,7 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
     if summary.unsettled:
         parts = ", ".join(f"{status.replace('_', ' ')} {n}" for status, n in sorted(summary.unsettled.items()))
         console.print(f"  not pinned down: {parts}")
+    render_timeline(timeline, summary.changed, console)
     console.print(Text("Storage (stored column lengths)", style="bold"))
     console.print(_indented(storage_table(summary.storage, scope.backend)))
     if summary.heaviest:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from deerflow_ckpt.analysis.epochs import Epoch, Mark
-from deerflow_ckpt.analysis.timeline import CadenceClass, Change, Timeline
+from deerflow_ckpt.analysis.timeline import CadenceClass, Change, Timeline, TimelineChart
 from deerflow_ckpt.store.clock import format_time
 
 
@@ -53,6 +53,17 @@ def epoch_to_dict(epoch: Epoch) -> dict[str, Any]:
         "last_checkpoint_id": epoch.last_id,
         "first_write": _time(epoch.first_time_ns),
         "last_write": _time(epoch.last_time_ns),
+    }
+
+
+def chart_to_dict(chart: TimelineChart | None) -> dict[str, Any] | None:
+    if chart is None:
+        return None
+    return {
+        "start": _time(chart.start_ns),
+        "end": _time(chart.end_ns),
+        "cells": len(chart.rows[0][1]) if chart.rows else 0,
+        "rows": [{"cadence": label, "writing_epochs": list(counts)} for label, counts in chart.rows],
     }
 
 
