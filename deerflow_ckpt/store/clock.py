@@ -2,7 +2,7 @@
 
 A UUIDv6 carries a 60-bit timestamp (100 ns ticks since 1582-10-15) in its leading bits: 32 bits, then
 16, then the version nibble 6 and the last 12. LangGraph passes the step as the clock sequence, so only
-those bits mean time; the checkpoint's `ts` holds the same instant (docs/storage-model.md, "Write
+those bits mean time; the checkpoint's `ts` holds the same instant (docs/cadence-timeline.md, "Write
 times"). Reading the id costs no column and is the same on SQLite and Postgres, in every reader.
 
 Because the timestamp leads, UUIDv6 ids in their canonical lowercase form sort by write time as
