@@ -30,7 +30,8 @@ def _timeline_lines(report: ScanReport) -> list[str]:
     if timeline is None or len(timeline.classes) < 2:
         return []
     classes = ", ".join(
-        f"{c.label} {format_time(c.first_time_ns)}..{format_time(c.last_time_ns)} ({c.threads} thread{'s' if c.threads != 1 else ''})"
+        f"{c.label} {format_time(c.first_time_ns)}..{format_time(c.last_time_ns)} "
+        f"({c.threads} thread{'s' if c.threads != 1 else ''})"
         for c in timeline.classes
     )
     lines = [f"cadences over time: {classes}"]
