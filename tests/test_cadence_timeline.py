@@ -333,3 +333,18 @@ def test_inspect_thread_shows_an_epoch_per_cadence(built_timelines: Builder, bac
     text = runner.invoke(app, ["inspect", "thread", thread.thread_id, "--db", built.db]).stdout
     assert "Cadence epochs" in text and "epoch 2 (K = 10" in text
     assert "What-if: another cadence K for epoch 2 (the current one" in text
+
+
+def test_rolling_switch_with_the_cadence_from_a_config(
+    built_timelines: Builder, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = built_timelines(backend, "rolling-switch")
+    monkeypatch.chdir(tmp_path)
+    code, document = cli_json("--config", str(config_for(built, tmp_path, NEW_K)))
+    assert code == 0
+    findings = document["findings"]
+    assert [(f["rule"], f["severity"], f["thread_id"]) for f in findings] == [("CK206", "warning", None)]  # type: ignore[union-attr]
+    assert document["timeline"]["changes_into_force"][0]["kind"] == "rolling"  # type: ignore[index]
+    (tmp_path / "strict").mkdir()
+    code, _ = cli_json("--config", str(config_for(built, tmp_path / "strict", NEW_K)), "--fail-on", "warning")
+    assert code == 1

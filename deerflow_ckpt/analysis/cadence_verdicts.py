@@ -54,11 +54,12 @@ def judge_in_time(
 
 def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding:
     """A provisional finding with when the other cadence last wrote; re-pointed when the checkpoint it
-    names was written before the cadence in force began (history), at the latest write that was not."""
+    names was written clearly before the cadence in force began (history), at the latest write that was not."""
     written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
     began = judgement.since_ns
     mark = judgement.counter if finding.rule == "CK201" else judgement.interval
-    history = written is not None and began is not None and written <= began + timeline.settings.clock_skew_ns
+    # Clearly before, beyond the skew: a write that close to the change cannot be ordered with it.
+    history = written is not None and began is not None and written < began - timeline.settings.clock_skew_ns
     if history and mark is not None and (since is None or mark.checkpoint_id >= since):
         assert finding.thread_id is not None
         return _concurrent_writer(finding.thread_id, judgement, finding.rule, timeline)

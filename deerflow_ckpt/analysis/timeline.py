@@ -361,7 +361,11 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     change = timeline.relation_to_current(cadence_class)
     other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
     follows = change is not None and change.newer is timeline.current
-    began = change.newer_first.time_ns if change is not None and follows else timeline.current_since_ns()
+    ordered = follows and change is not None and change.kind is not ChangeKind.CONCURRENT
+    # After a clean or rolling change the cadence in force began with its first write the old one cannot
+    # explain; beside a concurrent writer it was there from its first write on.
+    assert timeline.current is not None
+    began = change.newer_first.time_ns if ordered and change is not None else timeline.current.first_time_ns
     verdict = Verdict.CONCURRENT
     settings = timeline.settings
     if began is not None and latest.time_ns <= began + settings.clock_skew_ns:
