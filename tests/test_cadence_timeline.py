@@ -348,3 +348,35 @@ def test_rolling_switch_with_the_cadence_from_a_config(
     (tmp_path / "strict").mkdir()
     code, _ = cli_json("--config", str(config_for(built, tmp_path / "strict", NEW_K)), "--fail-on", "warning")
     assert code == 1
+
+
+def test_since_spreads_its_threads_over_processes(
+    built_timelines: Builder, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import deerflow_ckpt.scan as scan_module
+
+    built = built_timelines(backend, "concurrent-writers")
+    since = boundary_id(switch_time(built.manifest))
+    single = _scan(built, NEW_K, since=since)
+    monkeypatch.setattr(scan_module, "_THREADS_PER_SHARE", 1)
+    parallel = _scan(built, NEW_K, since=since, jobs=3)
+    assert parallel.threads == single.threads and parallel.checkpoints == single.checkpoints
+    assert sorted(map(repr, parallel.findings)) == sorted(map(repr, single.findings))
+
+
+def test_summary_chart_on_an_ascii_terminal(built_timelines: Builder) -> None:
+    import os
+    import subprocess
+    import sys
+
+    built = built_timelines("sqlite", "clean-switch")
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env["PYTHONIOENCODING"] = "ascii"
+    command = [sys.executable, "-m", "deerflow_ckpt", "inspect", "summary", "--db", built.db]
+    done = subprocess.run(command, env=env, capture_output=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode("ascii")
+    old, new = (line for line in out.splitlines() if line.strip().startswith(("K>=", "K=10 |")) and "|" in line)
+    old_cells, new_cells = old.split("|")[1], new.split("|")[1]
+    assert set(old_cells) == {"#", "."} == set(new_cells)
+    assert old_cells.rindex("#") < new_cells.index("#")
