@@ -9,9 +9,10 @@ change's warning, and one another cadence still wrote after the window keeps its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 
-from deerflow_ckpt.analysis.epochs import Epoch
+from deerflow_ckpt.analysis.epochs import Epoch, Mark
 from deerflow_ckpt.analysis.rules import rule
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS, Finding
 from deerflow_ckpt.analysis.timeline import Change, ChangeKind, ThreadJudgement, Timeline, Verdict, judge_thread
@@ -44,26 +45,13 @@ def judge_in_time(
             continue
         if judgement.verdict is not Verdict.CONCURRENT:
             judged.extend(found)
-        elif found:
-            judged.extend(_in_time(finding, judgement, timeline, since) for finding in found)
-        elif judgement.latest is not None and (since is None or judgement.latest.checkpoint_id >= since):
-            judged.append(_concurrent_writer(thread_id, judgement, "CK201" if judgement.counter else "CK202", timeline))
+            continue
+        judged.extend(_in_time(finding, judgement, timeline, since) for finding in found)
+        latest = judgement.latest
+        if judgement.leftover and latest is not None and (since is None or latest.checkpoint_id >= since):
+            judged.append(_leftover_writer(thread_id, judgement, timeline))
     judged.extend(database_changes(timeline, since))
     return judged
-
-
-def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding:
-    """A provisional finding with when the other cadence last wrote; re-pointed when the checkpoint it
-    names was written clearly before the cadence in force began (history), at the latest write that was not."""
-    written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
-    began = judgement.since_ns
-    mark = judgement.counter if finding.rule == "CK201" else judgement.interval
-    # Clearly before, beyond the skew: a write that close to the change cannot be ordered with it.
-    history = written is not None and began is not None and written < began - timeline.settings.clock_skew_ns
-    if history and mark is not None and (since is None or mark.checkpoint_id >= since):
-        assert finding.thread_id is not None
-        return _concurrent_writer(finding.thread_id, judgement, finding.rule, timeline)
-    return _with_timing(finding, judgement, timeline)
 
 
 def _in_force(timeline: Timeline) -> str:
@@ -71,52 +59,58 @@ def _in_force(timeline: Timeline) -> str:
     return f"K={timeline.expected}" if timeline.expected is not None else timeline.current.label
 
 
-def _timing(judgement: ThreadJudgement, timeline: Timeline) -> str:
-    latest = judgement.latest
-    assert latest is not None
-    if judgement.since_ns is None:
-        return f"{judgement.other} still wrote at {format_time(latest.time_ns)}"
-    late = format_duration(latest.time_ns - judgement.since_ns)
-    return (
-        f"{judgement.other} still wrote at {format_time(latest.time_ns)} (checkpoint {latest.checkpoint_id}), "
-        f"{late} after {_in_force(timeline)} began at {format_time(judgement.since_ns)}"
-    )
+def _when(mark: Mark, judgement: ThreadJudgement, timeline: Timeline) -> str:
+    """'at T' and, where the cadence in force's start is known, how long after it."""
+    when = f"at {format_time(mark.time_ns)}"
+    if judgement.since_ns is not None and mark.time_ns > judgement.since_ns:
+        late = format_duration(mark.time_ns - judgement.since_ns)
+        when += f", {late} after {_in_force(timeline)} began at {format_time(judgement.since_ns)}"
+    return when
 
 
 def _with_timing(finding: Finding, judgement: ThreadJudgement, timeline: Timeline) -> Finding:
-    return Finding(
-        finding.rule,
-        finding.severity,
-        finding.thread_id,
-        finding.checkpoint_ns,
-        finding.checkpoint_id,
-        finding.step,
-        f"{finding.message}; {_timing(judgement, timeline)}",
+    latest = judgement.latest
+    assert latest is not None
+    timing = f"{judgement.other} still wrote {_when(latest, judgement, timeline)}"
+    return replace(finding, message=f"{finding.message}; {timing}")
+
+
+def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding:
+    """A provisional finding with when the other cadence last wrote. After a change into the cadence in
+    force, one that names a checkpoint written clearly before the change (history) is re-pointed at the
+    latest write that was not."""
+    written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
+    began = judgement.since_ns
+    skew = timeline.settings.clock_skew_ns
+    history = timeline.settled and written is not None and began is not None and written < began - skew
+    mark = judgement.counter if finding.rule == "CK201" else judgement.interval
+    if not history or mark is None or (since is not None and mark.checkpoint_id < since):
+        return _with_timing(finding, judgement, timeline)
+    if finding.rule == "CK201":
+        what = f"updates counter reaches {mark.value - 1} without a snapshot"
+    else:
+        what = f"a cadence snapshot closed an interval of {mark.value} message-writing steps"
+    return replace(
+        finding,
+        checkpoint_id=mark.checkpoint_id,
+        step=mark.step,
+        message=f"{what} {_when(mark, judgement, timeline)}, which {_in_force(timeline)} cannot write",
     )
 
 
-def _concurrent_writer(thread_id: str, judgement: ThreadJudgement, code: str, timeline: Timeline) -> Finding:
-    """A thread another cadence kept writing after the one in force took over, named at that write."""
-    if code == "CK201":
-        latest = judgement.counter
-        assert latest is not None
-        what = f"updates counter reaches {latest.value - 1} without a snapshot"
-    else:
-        latest = judgement.interval
-        assert latest is not None
-        what = f"a cadence snapshot closed an interval of {latest.value} message-writing steps"
-    when = format_time(latest.time_ns)
-    if judgement.since_ns is not None:
-        began = format_time(judgement.since_ns)
-        when += f", {format_duration(latest.time_ns - judgement.since_ns)} after {_in_force(timeline)} began at {began}"
+def _leftover_writer(thread_id: str, judgement: ThreadJudgement, timeline: Timeline) -> Finding:
+    """CK207: the cadence in force took over from another one, which still wrote this thread afterwards."""
+    latest = judgement.latest
+    assert latest is not None
     return Finding(
-        rule=code,
-        severity=rule(code).severity,
+        rule="CK207",
+        severity=rule("CK207").severity,
         thread_id=thread_id,
         checkpoint_ns=CONVERSATION_NS,
         checkpoint_id=latest.checkpoint_id,
         step=latest.step,
-        message=f"{what} at {when}: a process at {judgement.other} still writes this thread",
+        message=f"the {judgement.other} cadence, which {_in_force(timeline)} took over from, still wrote this "
+        f"thread {_when(latest, judgement, timeline)}",
     )
 
 
@@ -141,19 +135,19 @@ def _thread_list(threads: Sequence[str]) -> str:
 
 
 def database_changes(timeline: Timeline, since: str | None = None) -> list[Finding]:
-    """One CK205 per clean change into the cadence in force, one CK206 per rolling one."""
+    """One CK205 per clean change on the way to the cadence in force, one CK206 per rolling one."""
+    if not timeline.settled:
+        return []
     findings = []
-    for change in _changes_into_current(timeline):
+    path = [*timeline.prior, timeline.current]
+    for change in timeline.changes:
+        if change.older not in timeline.prior or change.newer not in path:
+            continue
         if change.kind is ChangeKind.CLEAN and (since is None or change.newer_first.checkpoint_id >= since):
             findings.append(_database_finding("CK205", _clean_message(change, timeline)))
         elif change.kind is ChangeKind.ROLLING and (since is None or change.older_last.checkpoint_id >= since):
             findings.append(_database_finding("CK206", _rolling_message(change, timeline)))
     return findings
-
-
-def _changes_into_current(timeline: Timeline) -> Iterable[Change]:
-    changes = [c for c in timeline.relations.values() if c is not None and c.newer is timeline.current]
-    return sorted(changes, key=lambda c: c.newer_first.time_ns)
 
 
 def _database_finding(code: str, message: str) -> Finding:

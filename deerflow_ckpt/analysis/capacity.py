@@ -454,8 +454,9 @@ def inspect_epochs(graph: LineageGraph, profile: CadenceProfile, expected: int |
     for epoch in epochs:
         inside = [e for e in profile.snapshots if epoch.start <= position[id(e.record)] < epoch.stop]
         upper = epoch.upper
-        cadence = [e for e in inside if not e.trigger.forced and (upper is None or e.counter_interval <= upper)]
-        carried = tuple(e.counter_interval for e in inside if not e.trigger.forced and e not in cadence)
+        by_cadence = [e for e in inside if not e.trigger.forced]
+        cadence = [e for e in by_cadence if upper is None or e.counter_interval <= upper]
+        carried = tuple(e.counter_interval for e in by_cadence if upper is not None and e.counter_interval > upper)
         bounds = CadenceBounds(epoch.lower, None, epoch.upper, None)
         inspected.append(
             EpochInspection(

@@ -14,7 +14,7 @@ stopped contradicting another's, without keeping a record per checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,7 +38,7 @@ class Mark:
 
     @property
     def time_ns(self) -> int:
-        """When it was written; only marks with a UUIDv6 id reach a timeline (see `timed`)."""
+        """When it was written (0 for an id with no write time: ask `timed` first, as the fronts do)."""
         return write_time_ns(self.checkpoint_id) or 0
 
     @property
@@ -79,10 +79,10 @@ class Fronts:
         return max((m for m in found if m is not None), key=lambda m: m.time_ns, default=None)
 
 
-def _last_of_prefix(marks: Sequence[Mark], holds: object) -> Mark | None:
+def _last_of_prefix(marks: Sequence[Mark], holds: Callable[[int], bool]) -> Mark | None:
     last = None
     for mark in marks:
-        if not holds(mark.value):  # type: ignore[operator]
+        if not holds(mark.value):
             break
         if mark.timed:
             last = mark
@@ -235,7 +235,7 @@ def _unpickle_epoch(
 
 def earliest_time_ns(checkpoint_ids: Iterable[str], latest: bool = False) -> int | None:
     """The first (or last) write time among ids, compared as strings: UUIDv6 ids sort by time."""
-    timed = [checkpoint_id for checkpoint_id in checkpoint_ids if _is_uuid6(checkpoint_id)]
+    timed = [checkpoint_id for checkpoint_id in checkpoint_ids if write_time_ns(checkpoint_id) is not None]
     if not timed:
         return None
     return write_time_ns(max(timed) if latest else min(timed))
@@ -317,10 +317,10 @@ def _single_epoch(
     if sink is None:
         first_low, first_highs = _marks(_thinned(rises)), _marks(first_high)
     else:
-        evidence = sink.get((bounds.lower, bounds.upper))
-        if evidence is None:
-            evidence = sink[bounds.lower, bounds.upper] = FirstEvidence()
-        evidence.add_earliest(rises, first_high)
+        first_seen = sink.get((bounds.lower, bounds.upper))
+        if first_seen is None:
+            first_seen = sink[bounds.lower, bounds.upper] = FirstEvidence()
+        first_seen.add_earliest(_thinned(rises), first_high)
         first_low = first_highs = ()
     return Epoch(
         thread_id=thread_id,

@@ -110,6 +110,13 @@ RULES: dict[str, Rule] = {
             "restarts promptly, and check no process still runs the old value",
         ),
         Rule(
+            "CK207",
+            Severity.ERROR,
+            "old cadence still written after a change",
+            "a process sharing the database was not restarted with the new snapshot_frequency; find every "
+            "gateway, worker and pod that still runs the old value and restart it",
+        ),
+        Rule(
             "CK301",
             Severity.ERROR,
             "severed lineage: an extra parentless checkpoint",

@@ -11,6 +11,7 @@ from deerflow_ckpt.analysis.epochs import Epoch, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.timeline import TimelineSettings
+from deerflow_ckpt.store.clock import write_time_ns
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
@@ -108,8 +109,10 @@ class _LineageChecker:
         self.findings.append(_finding(code, record, self.lineage, message))
 
     def judged(self, record: CheckpointRecord) -> bool:
-        """Written at or after --since (ids sort by write time); everything is judged without it."""
-        return self.since is None or record.checkpoint_id >= self.since
+        """Written at or after --since (ids sort by write time); everything is judged without it, and so is
+        a checkpoint whose id tells no write time."""
+        since = self.since
+        return since is None or record.checkpoint_id >= since or write_time_ns(record.checkpoint_id) is None
 
     def run(self) -> list[Finding]:
         self.check_decoding()
@@ -169,7 +172,7 @@ class _LineageChecker:
         graph = self.graph
         since = self.since
         for record in graph.records:
-            if since is not None and record.checkpoint_id < since:  # self.judged, inlined: it runs per record
+            if since is not None and record.checkpoint_id < since and not self.judged(record):  # cheap test first
                 continue
             if record.messages is Shape.DANGLING_MARKER:
                 self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")

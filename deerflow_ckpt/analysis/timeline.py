@@ -19,7 +19,6 @@ written: history before a clean change is no violation of today's K.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -56,7 +55,7 @@ def bounds_label(lower: int | None, upper: int | None) -> str:
     return f"K in [{lower}, {upper}]"
 
 
-@dataclass
+@dataclass(eq=False)
 class CadenceClass:
     """Epochs that admit one common K, and only that class's: one cadence the writers ran at."""
 
@@ -140,15 +139,20 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings) -> C
     b_first, b_last = b.evidence_against(a)
     if a_first is None or a_last is None or b_first is None or b_last is None:
         return None
-    if a_last.time_ns <= b_first.time_ns + settings.clock_skew_ns:
+    skew = settings.clock_skew_ns
+    if a_last.time_ns <= b_first.time_ns + skew:
         return Change(a, b, ChangeKind.CLEAN, b_first, a_last)
-    if b_last.time_ns <= a_first.time_ns + settings.clock_skew_ns:
+    if b_last.time_ns <= a_first.time_ns + skew:
         return Change(b, a, ChangeKind.CLEAN, a_first, b_last)
     if a_first.time_ns <= b_first.time_ns:
-        older, newer, newer_first, older_last = a, b, b_first, a_last
+        older, newer, newer_first, older_last, newer_last = a, b, b_first, a_last, b_last
     else:
-        older, newer, newer_first, older_last = b, a, a_first, b_last
-    within = older_last.time_ns <= newer_first.time_ns + settings.rolling_window_ns
+        older, newer, newer_first, older_last, newer_last = b, a, a_first, b_last, a_last
+    # Rolling: the older stopped within the window, and has been silent since for at least as long as both
+    # wrote (else a cadence that appeared minutes before the data ends would pass for a finished change).
+    overlap = older_last.time_ns - newer_first.time_ns
+    stopped = newer_last.time_ns - older_last.time_ns >= max(skew, overlap)
+    within = stopped and overlap <= settings.rolling_window_ns
     return Change(older, newer, ChangeKind.ROLLING if within else ChangeKind.CONCURRENT, newer_first, older_last)
 
 
@@ -173,18 +177,27 @@ class Timeline:
     """Cadence classes in time order, the changes between them, and the class in force now."""
 
     classes: list[CadenceClass]
+    # Between consecutive classes in time order.
     changes: list[Change]
     current: CadenceClass | None
-    # Relations between the class in force and every other one (None: no timed evidence to order them).
+    # How every other class relates to the one in force, by position in `classes` (None: not ordered).
     relations: dict[int, Change | None]
+    # The classes the one in force took over from: older than it, and in force one after another.
+    prior: list[CadenceClass]
     # Epochs that admit more than one class (too little evidence to tell which cadence wrote them).
     ambiguous: list[Epoch]
     settings: TimelineSettings
     expected: int | None
 
+    @property
+    def settled(self) -> bool:
+        """The cadence in force took over from earlier ones, which ran one after another: history before
+        it was written at the cadence then in force (with no such change, nothing is excused by time)."""
+        return bool(self.prior)
+
     def class_of(self, epoch: Epoch) -> CadenceClass | None:
         """The class the epoch is evidence of; None when it admits several (or none)."""
-        found = [c for c in self.classes if c.overlaps(epoch) and _admits_point(epoch, c.point)]
+        found = [c for c in self.classes if _admits_point(epoch, c.point)]
         return found[0] if len(found) == 1 else None
 
     def fits_current(self, epoch: Epoch) -> bool:
@@ -192,17 +205,31 @@ class Timeline:
             return True
         if self.expected is not None:
             return epoch.admits(self.expected)
-        return self.current.overlaps(epoch)
+        return _admits_point(epoch, self.current.point)
 
     def relation_to_current(self, cadence_class: CadenceClass | None) -> Change | None:
-        if cadence_class is None:
+        if cadence_class is None or cadence_class is self.current:
             return None
-        return self.relations.get(id(cadence_class))
+        return self.relations.get(self.classes.index(cadence_class))
+
+    def began_against(self, cadence_class: CadenceClass | None) -> int | None:
+        """When the cadence in force first wrote what `cadence_class` (None: any earlier one) cannot explain."""
+        current = self.current
+        if current is None:
+            return None
+        if cadence_class is None:
+            return self.current_since_ns()
+        mark = current.fronts.first_against(cadence_class.lower, cadence_class.upper)
+        return mark.time_ns if mark is not None else current.first_time_ns
 
     def current_since_ns(self) -> int | None:
-        """When the cadence in force first wrote something an earlier cadence cannot explain."""
-        times = [c.newer_first.time_ns for c in self.relations.values() if c is not None and c.newer is self.current]
-        return min(times, default=None)
+        """When the cadence in force took over (its first write an earlier cadence cannot explain), or its
+        first write when it took over from none."""
+        if self.current is None:
+            return None
+        times = [self.began_against(c) for c in self.prior]
+        known = [t for t in times if t is not None]
+        return min(known) if known else self.current.first_time_ns
 
 
 def build_timeline(
@@ -235,25 +262,25 @@ def build_timeline(
     classes = [c for c in classes if c.epochs]
     classes.sort(key=lambda c: (c.first_time_ns is None, c.first_time_ns or 0, c.point is None, c.point or 0))
     changes = [
-        change
+        _with_threads(change, settings)
         for older, newer in itertools.pairwise(classes)
         if (change := _relation(older, newer, settings)) is not None
     ]
     current = _current(classes, settings, expected)
     relations: dict[int, Change | None] = {}
+    prior: list[CadenceClass] = []
     if current is not None:
-        for other in classes:
+        for index, other in enumerate(classes):
             if other is not current:
-                relations[id(other)] = _relation(other, current, settings)
-    timeline = Timeline(classes, changes, current, relations, ambiguous, settings, expected)
-    _name_threads(timeline)
-    return timeline
+                relation = _relation(other, current, settings)
+                relations[index] = None if relation is None else _with_threads(relation, settings)
+        prior = _prior(classes, current, relations, settings)
+    return Timeline(classes, changes, current, relations, prior, ambiguous, settings, expected)
 
 
 def _current(classes: list[CadenceClass], settings: TimelineSettings, expected: int | None) -> CadenceClass | None:
     if expected is not None:
-        holding = [c for c in classes if c.admits(expected)]
-        return min(holding, key=lambda c: c.point != expected) if holding else None
+        return next((c for c in classes if c.admits(expected)), None)
     for candidate in classes:
         changes = [_relation(other, candidate, settings) for other in classes if other is not candidate]
         if all(c is not None and c.newer is candidate and c.kind is not ChangeKind.CONCURRENT for c in changes):
@@ -261,43 +288,59 @@ def _current(classes: list[CadenceClass], settings: TimelineSettings, expected: 
     return None
 
 
-def _name_threads(timeline: Timeline) -> None:
-    """Each change learns the threads both of its cadences wrote (inside the window, when rolling)."""
-    current = timeline.current
-    if current is None:
-        return
-    by_thread: dict[str, list[Epoch]] = defaultdict(list)
-    for epoch in current.epochs:
-        by_thread[epoch.thread_id].append(epoch)
-    for key, change in list(timeline.relations.items()):
-        if change is None or change.newer is not current:
+def _prior(
+    classes: list[CadenceClass], current: CadenceClass, relations: dict[int, Change | None], settings: TimelineSettings
+) -> list[CadenceClass]:
+    """The classes the one in force took over from, if they ran one after another; else none.
+
+    A class older than the one in force by more than the clock skew counts (a concurrent one too: an old
+    worker left running). Classes that were already side by side before it leave no single cadence in
+    force then, so nothing before it can be called history.
+    """
+    older = []
+    for index, relation in relations.items():
+        if relation is None or relation.newer is not current:
             continue
-        spanning = sorted(
-            {
-                e.thread_id
-                for e in change.older.epochs
-                if e.thread_id in by_thread
-                and (
-                    change.kind is not ChangeKind.ROLLING
-                    or (
-                        (mark := e.fronts.last_against(current.lower, current.upper)) is not None
-                        and mark.time_ns > change.newer_first.time_ns + timeline.settings.clock_skew_ns
-                    )
+        first, _ = classes[index].evidence_against(current)
+        if relation.kind is not ChangeKind.CONCURRENT or (
+            first is not None and first.time_ns + settings.clock_skew_ns < relation.newer_first.time_ns
+        ):
+            older.append(classes[index])
+    for a, b in itertools.combinations(older, 2):
+        relation = _relation(a, b, settings)
+        if relation is None or relation.kind is ChangeKind.CONCURRENT:
+            return []
+    return older
+
+
+def _with_threads(change: Change, settings: TimelineSettings) -> Change:
+    """The change, naming the threads both of its cadences wrote (inside the window, when rolling)."""
+    newer_threads = {epoch.thread_id for epoch in change.newer.epochs}
+    newer = change.newer
+    threads = sorted(
+        {
+            epoch.thread_id
+            for epoch in change.older.epochs
+            if epoch.thread_id in newer_threads
+            and (
+                change.kind is not ChangeKind.ROLLING
+                or (
+                    (mark := epoch.fronts.last_against(newer.lower, newer.upper)) is not None
+                    and mark.time_ns > change.newer_first.time_ns + settings.clock_skew_ns
                 )
-            }
-        )
-        timeline.relations[key] = Change(
-            change.older, change.newer, change.kind, change.newer_first, change.older_last, tuple(spanning)
-        )
+            )
+        }
+    )
+    return Change(change.older, change.newer, change.kind, change.newer_first, change.older_last, tuple(threads))
 
 
 class Verdict(StrEnum):
     """What the timeline makes of one thread's cadence evidence against the cadence in force."""
 
     FITS = "fits"  # every epoch admits the cadence in force
-    HISTORY = "history"  # other cadences wrote only before the one in force began
+    HISTORY = "history"  # other cadences wrote only before the one in force took over
     ROLLING = "rolling"  # another cadence wrote inside a rolling change's window
-    CONCURRENT = "concurrent"  # another cadence wrote after the one in force began, beyond the window
+    CONCURRENT = "concurrent"  # another cadence wrote after the one in force took over, or nothing is ordered
     UNKNOWN = "unknown"  # no class in force, or evidence without a readable write time
 
 
@@ -313,11 +356,12 @@ class ThreadJudgement:
     # The cadence that wrote them, and since when the one in force was writing.
     other: str | None = None
     since_ns: int | None = None
+    # The cadence in force took over from the one that wrote them, which kept writing (an old process).
+    leftover: bool = False
 
     @property
     def latest(self) -> Mark | None:
-        marks = [m for m in (self.counter, self.interval) if m is not None]
-        return max(marks, key=lambda m: m.time_ns, default=None)
+        return _later(self.counter, self.interval)
 
 
 def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement:
@@ -341,6 +385,7 @@ def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement
                 _later(worst.interval, judgement.interval),
                 worst.other,
                 worst.since_ns,
+                worst.leftover or judgement.leftover,
             )
     return worst
 
@@ -360,25 +405,21 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     cadence_class = timeline.class_of(epoch)
     change = timeline.relation_to_current(cadence_class)
     other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
-    follows = change is not None and change.newer is timeline.current
-    ordered = follows and change is not None and change.kind is not ChangeKind.CONCURRENT
-    # After a clean or rolling change the cadence in force began with its first write the old one cannot
-    # explain; beside a concurrent writer it was there from its first write on.
-    assert timeline.current is not None
-    began = change.newer_first.time_ns if ordered and change is not None else timeline.current.first_time_ns
-    verdict = Verdict.CONCURRENT
+    began = timeline.began_against(cadence_class)
     settings = timeline.settings
-    if began is not None and latest.time_ns <= began + settings.clock_skew_ns:
-        verdict = Verdict.HISTORY
-    elif (
-        began is not None
-        and follows
-        and change is not None
-        and change.kind is ChangeKind.ROLLING
-        and latest.time_ns <= began + settings.rolling_window_ns
-    ):
-        verdict = Verdict.ROLLING
-    return ThreadJudgement(verdict, counter, interval, other, began)
+    if not timeline.settled or began is None:
+        return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began)
+    if latest.time_ns <= began + settings.clock_skew_ns:
+        return ThreadJudgement(Verdict.HISTORY, counter, interval, other, began)
+    rolling = change is not None and change.newer is timeline.current and change.kind is ChangeKind.ROLLING
+    if rolling and latest.time_ns <= began + settings.rolling_window_ns:
+        return ThreadJudgement(Verdict.ROLLING, counter, interval, other, began)
+    leftover = cadence_class is not None and cadence_class in timeline.prior
+    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, leftover)
+
+
+# Time slices of inspect summary's cadence chart in JSON (the text chart fits the terminal's width).
+CHART_CELLS = 40
 
 
 @dataclass(frozen=True)

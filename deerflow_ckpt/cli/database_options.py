@@ -150,7 +150,7 @@ def parse_since(value: str | None) -> str | None:
         return None
     from datetime import datetime
 
-    from deerflow_ckpt.store.clock import boundary_id, from_datetime, write_time_ns
+    from deerflow_ckpt.store.clock import SINCE_YEARS, boundary_id, from_datetime, write_time_ns
 
     text = value.strip()
     if write_time_ns(text.lower()) is not None:
@@ -161,4 +161,9 @@ def parse_since(value: str | None) -> str | None:
         raise typer.BadParameter(
             f"expected an ISO-8601 time (2026-12-03T10:00:00Z) or a checkpoint id, got {value!r}", param_hint="--since"
         ) from None
+    if not SINCE_YEARS[0] <= moment.year <= SINCE_YEARS[1]:
+        raise typer.BadParameter(
+            f"expected a time between the years {SINCE_YEARS[0]} and {SINCE_YEARS[1]}, got {value!r}",
+            param_hint="--since",
+        )
     return boundary_id(from_datetime(moment))

@@ -23,14 +23,12 @@ from deerflow_ckpt.analysis.capacity import (
     WhatIf,
 )
 from deerflow_ckpt.analysis.histogram import Histogram
-from deerflow_ckpt.analysis.timeline import Timeline, timeline_chart
+from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
 from deerflow_ckpt.report.timeline_json import chart_to_dict, epoch_to_dict, timeline_to_dict
 
 # 2: cadence epochs per lineage (interval histograms moved into them), what_if.epoch, the summary's timeline.
 JSON_SCHEMA_VERSION = 2
 INTERVAL_UNIT = "message-writing steps"
-# Time slices of the summary's cadence chart (the text chart draws the same).
-CHART_CELLS = 40
 
 
 def histogram_dict(name: str, unit: str, histogram: Histogram, **labels: str) -> dict[str, Any]:

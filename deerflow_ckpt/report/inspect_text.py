@@ -32,8 +32,7 @@ from deerflow_ckpt.analysis.capacity import (
 )
 from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.histogram import Bucket, Histogram
-from deerflow_ckpt.analysis.timeline import Timeline, timeline_chart
-from deerflow_ckpt.report.inspect_json import CHART_CELLS
+from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
@@ -401,10 +400,14 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
             f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
         )
     current = timeline.current
-    if current is not None and len(timeline.classes) > 1:
+    if current is not None:
         console.print(f"  in force now: {current.label} since {format_time(timeline.current_since_ns())}")
-    elif current is None and len(timeline.classes) > 1:
+    elif timeline.expected is not None:
+        console.print(Text(f"  the expected K={timeline.expected} is no cadence written here", style="bold red"))
+    elif any(change.kind is ChangeKind.CONCURRENT for change in timeline.changes):
         console.print(Text("  no single cadence in force: cadences wrote side by side", style="bold red"))
+    else:
+        console.print("  no single cadence in force: too few timed writes to order the cadences")
     if changed:
         console.print(f"  {_plural(changed, 'conversation')} written at more than one cadence (several epochs)")
     if timeline.ambiguous:

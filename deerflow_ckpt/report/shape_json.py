@@ -11,6 +11,7 @@ from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.report.timeline_json import timeline_to_dict
 from deerflow_ckpt.scan import ScanReport
+from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 # 2: settings.since/clock_skew_seconds/rolling_window_seconds and the timeline object.
 JSON_SCHEMA_VERSION = 2
@@ -30,6 +31,11 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
+def _since_time(boundary: str) -> str | None:
+    written = write_time_ns(boundary)
+    return None if written is None else format_time(written)
+
+
 def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
     by_severity = severity_counts(report.findings)
     timeline_settings = report.timeline.settings if report.timeline is not None else TimelineSettings()
@@ -46,6 +52,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "cadence_source": report.cadence_source,
             "superstep_bound": report.superstep_bound,
             "since": report.since,
+            "since_written_at": None if report.since is None else _since_time(report.since),
             "clock_skew_seconds": timeline_settings.clock_skew_ns / 1e9,
             "rolling_window_seconds": timeline_settings.rolling_window_ns / 1e9,
             "fail_on": fail_on.value,

@@ -17,7 +17,7 @@ def _cadence_line(report: ScanReport) -> str:
     if report.expected_cadence is not None:
         return f"expected cadence K={report.expected_cadence} (from {report.cadence_source})"
     timeline = report.timeline
-    if timeline is not None and timeline.current is not None and len(timeline.classes) > 1:
+    if timeline is not None and timeline.current is not None:
         since = timeline.current_since_ns()
         return f"expected cadence unknown; in force now: {timeline.current.label} since {format_time(since)}"
     inferred = ", ".join(f"K={k} x{n}" for k, n in sorted(report.inferred_cadences.items())) or "none settled"
@@ -35,6 +35,8 @@ def _timeline_lines(report: ScanReport) -> list[str]:
         for c in timeline.classes
     )
     lines = [f"cadences over time: {classes}"]
+    if timeline.current is not None and report.expected_cadence is not None:
+        lines.append(f"  in force: {timeline.current.label} since {format_time(timeline.current_since_ns())}")
     for change in timeline.changes:
         lines.append(
             f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"

@@ -79,5 +79,6 @@ def timeline_to_dict(timeline: Timeline | None) -> dict[str, Any] | None:
         if current is None
         else {"cadence": current.label, "since": _time(timeline.current_since_ns())},
         "changes_into_force": [change_to_dict(c) for c in into_current],
+        "took_over_from": [c.label for c in timeline.prior],
         "ambiguous_epochs": len(timeline.ambiguous),
     }

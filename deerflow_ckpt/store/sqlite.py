@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store.clock import UNTIMED_ID_SQL
 from deerflow_ckpt.store.lean import (
     CheckpointFields,
     read_checkpoint,
@@ -343,7 +344,9 @@ class SqliteCheckpointReader:
         """
         connection = connect_readonly(self.target)
         try:
-            query = "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id >= ? ORDER BY thread_id"
+            query = (
+                f"SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id >= ? OR {UNTIMED_ID_SQL} ORDER BY 1"
+            )
             return [row[0] for row in connection.execute(query, (boundary,))]
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.path} failed: {exc}") from exc

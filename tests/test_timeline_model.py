@@ -1,0 +1,129 @@
+"""The cadence timeline's model on histories too long for real graphs to write in a test: hours of traffic,
+several changes, an old worker left running. Each thread is a sequence of writes by processes at a given
+K, with the counters LangGraph keeps (the updates counter carries over from one process to the next);
+the epochs are cut from that evidence exactly as from a database's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from deerflow_ckpt.analysis.cadence_verdicts import judge_in_time
+from deerflow_ckpt.analysis.epochs import Epoch, _cut_backwards, _epoch
+from deerflow_ckpt.analysis.timeline import (
+    ChangeKind,
+    Timeline,
+    TimelineSettings,
+    Verdict,
+    build_timeline,
+    judge_thread,
+)
+from deerflow_ckpt.store.clock import boundary_id
+from deerflow_ckpt.store.records import CheckpointRecord, Shape
+
+START = 1_764_000_000 * 10**9
+MINUTE = 60.0
+Write = tuple[float, int | None, int | None]  # (seconds after START, low, high)
+
+
+class Thread:
+    """One thread: turns by processes at some K, one message write per checkpoint."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.writes: list[Write] = []
+        self.updates = 0
+
+    def run(self, cadence: int, start: float, stop: float, every: float) -> Thread:
+        t = start
+        while t < stop:
+            self.updates += 1
+            if self.updates >= cadence:
+                self.writes.append((t, None, self.updates))
+                self.updates = 0
+            else:
+                self.writes.append((t, self.updates + 1, None))
+            t += every
+        return self
+
+    def epochs(self) -> list[Epoch]:
+        writes = sorted(self.writes)
+        records = []
+        for position, (t, _, _) in enumerate(writes):
+            checkpoint_id = boundary_id(START + int(t * 1e9))[:24] + f"{position:012x}"
+            records.append(
+                CheckpointRecord(
+                    self.thread_id, "", checkpoint_id, None, position, "loop", "delta", None, None, Shape.ABSENT, None
+                )
+            )
+        evidence = [(low, high) for _, low, high in writes]
+        cuts = _cut_backwards(evidence)
+        return [_epoch(self.thread_id, i, records, evidence, *cut) for i, cut in enumerate(cuts)]
+
+
+def timeline_of(threads: Iterable[Thread], expected: int | None) -> tuple[dict[str, list[Epoch]], Timeline]:
+    by_thread = {thread.thread_id: thread.epochs() for thread in threads}
+    epochs = [epoch for found in by_thread.values() for epoch in found]
+    return by_thread, build_timeline(epochs, TimelineSettings(), expected)
+
+
+def test_a_thread_moved_after_few_old_writes_is_history_and_the_old_worker_is_named() -> None:
+    short = Thread("short").run(1000, 0, 5, 1).run(10, 1000, 1100, 1)  # fewer old writes than the new K
+    moved = Thread("moved").run(1000, 0, 60, 1).run(10, 1000, 1100, 1)
+    old_worker = Thread("old-worker").run(1000, 1000, 4000, 20)
+    by_thread, timeline = timeline_of([short, moved, old_worker], 10)
+    assert judge_thread(timeline, by_thread["moved"]).verdict is Verdict.HISTORY
+    assert judge_thread(timeline, by_thread["short"]).verdict is Verdict.FITS
+    late = judge_thread(timeline, by_thread["old-worker"])
+    assert late.verdict is Verdict.CONCURRENT and late.leftover
+    assert late.since_ns == START + 1000 * 10**9  # the switch, not the first write of any K=10 thread
+    findings = judge_in_time(timeline, by_thread, {})
+    assert [(f.rule, f.thread_id) for f in findings] == [("CK207", "old-worker")]
+
+
+def test_a_cadence_that_appears_just_before_the_data_ends_is_no_change_yet() -> None:
+    steady = [Thread(f"t{i}").run(10, i, 36000, MINUTE) for i in range(5)]
+    newcomer = Thread("newcomer").run(1000, 35700, 36000, 10)
+    _, timeline = timeline_of([*steady, newcomer], None)
+    (change,) = timeline.changes
+    assert change.kind is ChangeKind.CONCURRENT
+    assert timeline.current is None
+
+
+def test_a_rolling_change_needs_the_old_cadence_silent_for_as_long_as_both_wrote() -> None:
+    threads = [Thread(f"t{i}").run(1000, i, 600, 30).run(10, 600 + i, 3600, 30) for i in range(4)]
+    late = Thread("late").run(1000, 0, 900, 30).run(10, 900, 3600, 30)  # an old pod served it 5 more minutes
+    by_thread, timeline = timeline_of([*threads, late], None)
+    (change,) = timeline.changes
+    assert change.kind is ChangeKind.ROLLING and change.threads == ("late",)
+    assert timeline.current is change.newer
+    findings = judge_in_time(timeline, by_thread, {})
+    assert [f.rule for f in findings] == ["CK206"] and "late" in findings[0].message
+
+
+def test_each_change_of_a_chain_is_reported_between_the_right_cadences() -> None:
+    threads = [
+        Thread(f"t{i}").run(1000, i, 1000, 5).run(100, 2000 + i, 5000, 5).run(10, 6000 + i, 9000, 5) for i in range(3)
+    ]
+    by_thread, timeline = timeline_of(threads, None)
+    findings = judge_in_time(timeline, by_thread, {})
+    assert [f.rule for f in findings] == ["CK205", "CK205"]
+    first, second = (f.message for f in findings)
+    assert "to K=100 at" in first and "from K=100 to K=10 at" in second
+
+
+def test_an_old_worker_with_a_smaller_k_is_an_error_too() -> None:
+    threads = [Thread(f"t{i}").run(10, i, 1000, 5).run(100, 2000 + i, 5000, 5) for i in range(3)]
+    old_worker = Thread("old-worker").run(10, 2000, 5000, 7)  # only ever closes intervals of 10
+    by_thread, timeline = timeline_of([*threads, old_worker], 100)
+    findings = judge_in_time(timeline, by_thread, {})
+    assert [(f.rule, f.severity.value, f.thread_id) for f in findings] == [("CK207", "error", "old-worker")]
+
+
+def test_cadences_side_by_side_from_the_start_excuse_nothing() -> None:
+    """With no change into the cadence in force, nothing before it is history: every thread keeps its
+    findings (here, none are passed in), and no change is reported."""
+    threads = [Thread(f"k{k}").run(k, 0, 3600, 30) for k in (3, 10)]
+    by_thread, timeline = timeline_of(threads, 3)
+    assert not timeline.settled
+    assert judge_thread(timeline, by_thread["k10"]).verdict is Verdict.CONCURRENT
+    assert judge_in_time(timeline, by_thread, {}) == []
