@@ -223,13 +223,14 @@ class Timeline:
         return mark.time_ns if mark is not None else current.first_time_ns
 
     def current_since_ns(self) -> int | None:
-        """When the cadence in force took over (its first write an earlier cadence cannot explain), or its
-        first write when it took over from none."""
-        if self.current is None:
+        """When the cadence in force began: its first write another cadence cannot explain, or its first
+        write when no other cadence was written."""
+        current = self.current
+        if current is None:
             return None
-        times = [self.began_against(c) for c in self.prior]
-        known = [t for t in times if t is not None]
-        return min(known) if known else self.current.first_time_ns
+        marks = [current.fronts.first_against(c.lower, c.upper) for c in self.classes if c is not current]
+        known = [mark.time_ns for mark in marks if mark is not None]
+        return min(known) if known else current.first_time_ns
 
 
 def build_timeline(
@@ -274,7 +275,7 @@ def build_timeline(
             if other is not current:
                 relation = _relation(other, current, settings)
                 relations[index] = None if relation is None else _with_threads(relation, settings)
-        prior = _prior(classes, current, relations, settings)
+        prior = _prior(classes, current, settings)
     return Timeline(classes, changes, current, relations, prior, ambiguous, settings, expected)
 
 
@@ -288,24 +289,26 @@ def _current(classes: list[CadenceClass], settings: TimelineSettings, expected: 
     return None
 
 
-def _prior(
-    classes: list[CadenceClass], current: CadenceClass, relations: dict[int, Change | None], settings: TimelineSettings
-) -> list[CadenceClass]:
-    """The classes the one in force took over from, if they ran one after another; else none.
+def _prior(classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings) -> list[CadenceClass]:
+    """The classes the one in force took over from: those already writing before it began (its first write
+    any other cadence cannot explain), if they ran one after another; else none.
 
-    A class older than the one in force by more than the clock skew counts (a concurrent one too: an old
-    worker left running). Classes that were already side by side before it leave no single cadence in
-    force then, so nothing before it can be called history.
+    An old worker left running counts (it was writing before). Where several cadences were already side by
+    side before it, there was no single cadence in force then, so nothing before it can be called history;
+    and a cadence in force from the start took over from nothing.
     """
-    older = []
-    for index, relation in relations.items():
-        if relation is None or relation.newer is not current:
-            continue
-        first, _ = classes[index].evidence_against(current)
-        if relation.kind is not ChangeKind.CONCURRENT or (
-            first is not None and first.time_ns + settings.clock_skew_ns < relation.newer_first.time_ns
-        ):
-            older.append(classes[index])
+    starts = [current.fronts.first_against(other.lower, other.upper) for other in classes if other is not current]
+    known = [mark.time_ns for mark in starts if mark is not None]
+    if not known:
+        return []
+    began = min(known)
+    older = [
+        other
+        for other in classes
+        if other is not current
+        and (first := other.first_time_ns) is not None
+        and first + settings.clock_skew_ns < began
+    ]
     for a, b in itertools.combinations(older, 2):
         relation = _relation(a, b, settings)
         if relation is None or relation.kind is ChangeKind.CONCURRENT:
