@@ -37,9 +37,6 @@ def write_time_ns(checkpoint_id: str) -> int | None:
     return (ticks - _UUID_EPOCH_TICKS) * 100
 
 
-# SQL for "this id has no write time" (not a canonical UUIDv6), the same in SQLite and Postgres: such
-# checkpoints are always judged by --since, whose id comparison says nothing about them.
-UNTIMED_ID_SQL = "NOT (length(checkpoint_id) = 36 AND substr(checkpoint_id, 15, 1) = '6')"
 # The times --since accepts: a UUIDv6 timestamp runs out in the year 5236.
 SINCE_YEARS = (1970, 5000)
 

@@ -15,7 +15,6 @@ import msgspec
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store.clock import UNTIMED_ID_SQL
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
 from deerflow_ckpt.store.prefetch import Prefetcher
 from deerflow_ckpt.store.records import (
@@ -244,11 +243,7 @@ class PostgresCheckpointReader:
         from psycopg import sql
 
         with self._session() as (connection, tables, collate), connection.cursor() as cursor:
-            query = (
-                "SELECT DISTINCT thread_id{c} FROM {t} WHERE checkpoint_id{c} >= %s OR "
-                + UNTIMED_ID_SQL
-                + " ORDER BY 1"
-            )
+            query = "SELECT DISTINCT thread_id{c} FROM {t} WHERE checkpoint_id{c} >= %s ORDER BY 1"
             cursor.execute(sql.SQL(query).format(c=collate, t=tables["checkpoints"]), (boundary,))
             return [row[0] for row in cursor.fetchall()]
 

@@ -17,7 +17,6 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.store.clock import UNTIMED_ID_SQL
 from deerflow_ckpt.store.lean import (
     CheckpointFields,
     read_checkpoint,
@@ -341,12 +340,11 @@ class SqliteCheckpointReader:
         """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order.
 
         Answered from the primary key's index (thread_id, checkpoint_ns, checkpoint_id): no blob is read.
+        A thread whose ids are all no UUIDv6 is found only where they sort above the boundary (see --since).
         """
         connection = connect_readonly(self.target)
         try:
-            query = (
-                f"SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id >= ? OR {UNTIMED_ID_SQL} ORDER BY 1"
-            )
+            query = "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id >= ? ORDER BY thread_id"
             return [row[0] for row in connection.execute(query, (boundary,))]
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
