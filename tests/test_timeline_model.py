@@ -6,9 +6,10 @@ the epochs are cut from that evidence exactly as from a database's."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from deerflow_ckpt.analysis.cadence_verdicts import judge_in_time
-from deerflow_ckpt.analysis.epochs import Epoch, _cut_backwards, _epoch
+from deerflow_ckpt.analysis.epochs import Epoch, Fronts, _cut_backwards, _epoch
 from deerflow_ckpt.analysis.timeline import (
     ChangeKind,
     Timeline,
@@ -129,3 +130,52 @@ def test_cadences_side_by_side_from_the_start_stay_flagged() -> None:
     by_thread, timeline = timeline_of(threads, 10)
     assert judge_thread(timeline, by_thread["k3"]).verdict is Verdict.CONCURRENT
     assert not [f for f in judge_in_time(timeline, by_thread, {}) if f.rule in ("CK205", "CK206")]
+
+
+def test_a_later_third_cadence_does_not_undo_a_clean_change() -> None:
+    """A short thread from before the switch resumed after it, and a K=3 test thread an hour later: the
+    switch is still the change, and the moved threads stay history."""
+    first = Thread("first").run(1000, 0, 5, 1).run(10, 1500, 1600, 5)
+    moved = [Thread(f"moved{i}").run(1000, 10 + i, 600, 5).run(10, 1000 + i, 2000, 5) for i in range(3)]
+    late = Thread("k3").run(3, 6000, 6300, 5)
+    by_thread, timeline = timeline_of([first, *moved, late], 10)
+    since = timeline.current_since_ns()
+    assert timeline.settled and since is not None and START + 1000 * 10**9 <= since <= START + 1100 * 10**9
+    for thread in moved:
+        assert judge_thread(timeline, by_thread[thread.thread_id]).verdict is Verdict.HISTORY
+    assert judge_thread(timeline, by_thread["k3"]).verdict is Verdict.CONCURRENT
+
+
+def test_a_conversation_with_a_few_writes_after_the_switch_makes_no_cadence_of_its_own() -> None:
+    """Its one snapshot closes the old counter plus one write: it pins no K, so the change stays one."""
+    moved = [Thread(f"moved{i}").run(1000, i, 600, 5).run(10, 1000 + i, 2000, 5) for i in range(3)]
+    few = [Thread(f"few{i}").run(1000, 100 * i, 100 * i + 30 * (i + 1), 1).run(10, 1500, 1503, 1) for i in range(3)]
+    by_thread, timeline = timeline_of([*moved, *few], 10)
+    assert len(timeline.classes) == 2
+    findings = judge_in_time(timeline, by_thread, {})
+    assert [f.rule for f in findings] == ["CK205"]
+
+
+def test_a_history_finding_goes_when_only_another_cadence_is_late() -> None:
+    """A moved thread's old counters are history; a K=3 writer later shows only intervals: the CK201 about
+    the old counters is dropped, not kept as an error."""
+    from deerflow_ckpt.analysis.rules import Severity
+    from deerflow_ckpt.analysis.shape import Finding
+
+    moved = Thread("moved").run(1000, 0, 600, 5).run(10, 1000, 2000, 5).run(3, 4000, 4300, 5)
+    others = [Thread(f"t{i}").run(1000, i, 600, 5).run(10, 1000 + i, 5000, 5) for i in range(3)]
+    by_thread, timeline = timeline_of([moved, *others], 10)
+    old = by_thread["moved"][0]
+    held = Finding("CK201", Severity.ERROR, "moved", "", old.first_id, 0, "updates counter reaches 100")
+    findings = judge_in_time(timeline, by_thread, {"moved": [held]})
+    assert "CK201" not in [f.rule for f in findings]
+
+
+def test_a_cadence_with_no_write_times_does_not_hide_the_one_in_force() -> None:
+    moved = [Thread(f"moved{i}").run(1000, i, 600, 5).run(10, 1000 + i, 2000, 5) for i in range(3)]
+    by_thread, timeline = timeline_of(moved, None)
+    imported = Thread("imported").run(5, 0, 100, 1).epochs()
+    untimed = [replace(epoch, first_id="imported-a", last_id="imported-b", fronts=Fronts()) for epoch in imported]
+    epochs = [e for found in by_thread.values() for e in found] + untimed
+    timeline = build_timeline(epochs, TimelineSettings(), None)
+    assert timeline.current is not None and timeline.current.label == "K=10"

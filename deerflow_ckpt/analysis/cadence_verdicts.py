@@ -46,7 +46,7 @@ def judge_in_time(
         if judgement.verdict is not Verdict.CONCURRENT:
             judged.extend(found)
             continue
-        judged.extend(_in_time(finding, judgement, timeline, since) for finding in found)
+        judged.extend(kept for finding in found if (kept := _in_time(finding, judgement, timeline, since)))
         latest = judgement.latest
         if judgement.leftover and latest is not None and (since is None or latest.checkpoint_id >= since):
             judged.append(_leftover_writer(thread_id, judgement, timeline))
@@ -75,15 +75,17 @@ def _with_timing(finding: Finding, judgement: ThreadJudgement, timeline: Timelin
     return replace(finding, message=f"{finding.message}; {timing}")
 
 
-def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding:
+def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, since: str | None) -> Finding | None:
     """A provisional finding with when the other cadence last wrote. After a change into the cadence in
     force, one that names a checkpoint written clearly before the change (history) is re-pointed at the
-    latest write that was not."""
+    latest write that was not, or dropped when that cadence wrote no such evidence after the change."""
     written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
     began = judgement.since_ns
     skew = timeline.settings.clock_skew_ns
     history = timeline.settled and written is not None and began is not None and written < began - skew
     mark = judgement.counter if finding.rule == "CK201" else judgement.interval
+    if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
+        return None
     if not history or mark is None or (since is not None and mark.checkpoint_id < since):
         return _with_timing(finding, judgement, timeline)
     if finding.rule == "CK201":
@@ -139,10 +141,7 @@ def database_changes(timeline: Timeline, since: str | None = None) -> list[Findi
     if not timeline.settled:
         return []
     findings = []
-    path = [*timeline.prior, timeline.current]
-    for change in timeline.changes:
-        if change.older not in timeline.prior or change.newer not in path:
-            continue
+    for change in timeline.path:
         if change.kind is ChangeKind.CLEAN and (since is None or change.newer_first.checkpoint_id >= since):
             findings.append(_database_finding("CK205", _clean_message(change, timeline)))
         elif change.kind is ChangeKind.ROLLING and (since is None or change.older_last.checkpoint_id >= since):

@@ -181,6 +181,8 @@ class Epoch:
     first_id: str
     last_id: str
     fronts: Fronts = field(default_factory=Fronts)
+    # Cadence-triggered intervals closed in the epoch.
+    closed: int = 0
 
     @property
     def first_time_ns(self) -> int | None:
@@ -203,7 +205,7 @@ class Epoch:
         fronts = tuple(tuple((m.value, m.checkpoint_id, m.step) for m in marks) for marks in (
             self.fronts.first_low, self.fronts.last_low, self.fronts.first_high, self.fronts.last_high))  # fmt: skip
         fields = (self.thread_id, self.index, self.start, self.stop, self.lower, self.upper, self.first_id)
-        return _unpickle_epoch, (*fields, self.last_id, fronts)
+        return _unpickle_epoch, (*fields, self.last_id, fronts, self.closed)
 
     def without_first_fronts(self) -> Epoch:
         """The epoch as a scan keeps it once its first-time fronts went into a FirstEvidence."""
@@ -228,9 +230,10 @@ def _unpickle_epoch(
     first_id: str,
     last_id: str,
     fronts: tuple[tuple[tuple[int, str, int | None], ...], ...],
+    closed: int,
 ) -> Epoch:
     marks = (tuple(Mark(*entry) for entry in front) for front in fronts)
-    return Epoch(thread_id, index, start, stop, lower, upper, first_id, last_id, Fronts(*marks))
+    return Epoch(thread_id, index, start, stop, lower, upper, first_id, last_id, Fronts(*marks), closed)
 
 
 def earliest_time_ns(checkpoint_ids: Iterable[str], latest: bool = False) -> int | None:
@@ -332,6 +335,7 @@ def _single_epoch(
         first_id=records[0].checkpoint_id,
         last_id=records[-1].checkpoint_id,
         fronts=Fronts(first_low, tuple(last_low), first_highs, tuple(last_high)),
+        closed=len(cadence_events),
     )
 
 
@@ -406,6 +410,7 @@ def _epoch(
         first_id=records[start].checkpoint_id,
         last_id=records[stop - 1].checkpoint_id,
         fronts=Fronts(_marks(_thinned(rises)), _marks(last_low), _marks(first_high), _marks(last_high)),
+        closed=sum(1 for position in range(start, stop) if evidence[position][1] is not None),
     )
 
 

@@ -133,8 +133,11 @@ class Change:
         return self.older_last.time_ns - self.newer_first.time_ns
 
 
-def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings) -> Change | None:
-    """How the two classes follow each other in time; None when one has no timed evidence against the other."""
+def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings, end_ns: int | None = None) -> Change | None:
+    """How the two classes follow each other in time; None when one has no timed evidence against the other.
+
+    `end_ns`: the database's last timed write (default: the newer class's last write against the older).
+    """
     a_first, a_last = a.evidence_against(b)
     b_first, b_last = b.evidence_against(a)
     if a_first is None or a_last is None or b_first is None or b_last is None:
@@ -151,25 +154,42 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings) -> C
     # Rolling: the older stopped within the window, and has been silent since for at least as long as both
     # wrote (else a cadence that appeared minutes before the data ends would pass for a finished change).
     overlap = older_last.time_ns - newer_first.time_ns
-    stopped = newer_last.time_ns - older_last.time_ns >= max(skew, overlap)
+    end = max(newer_last.time_ns, end_ns or 0)
+    stopped = end - older_last.time_ns >= max(skew, overlap)
     within = stopped and overlap <= settings.rolling_window_ns
     return Change(older, newer, ChangeKind.ROLLING if within else ChangeKind.CONCURRENT, newer_first, older_last)
 
 
+def class_bounds(epoch: Epoch) -> tuple[int | None, int | None]:
+    """The epoch's K bounds as evidence of a class. One closed interval that merely meets the counters
+    below it pins no K: the snapshot and its parent may be two processes (the first snapshot of a smaller-K
+    process after a change, on a step that wrote messages), so only the lower bound counts."""
+    if epoch.closed == 1 and epoch.lower is not None and epoch.lower == epoch.upper:
+        return epoch.lower, None
+    return epoch.lower, epoch.upper
+
+
+def _admits(bounds: tuple[int | None, int | None], cadence: int) -> bool:
+    lower, upper = bounds
+    return (lower is None or lower <= cadence) and (upper is None or cadence <= upper)
+
+
 def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
     """The fewest K values every epoch admits one of (greedy by upper bound), one class each."""
-    bounded = sorted((e for e in epochs if e.upper is not None), key=lambda e: e.upper or 0)
+    bounds = [class_bounds(e) for e in epochs]
+    bounded = sorted((b for b in bounds if b[1] is not None), key=lambda b: b[1] or 0)
     points: list[int | None] = []
-    for epoch in bounded:
-        if not any(p is not None and epoch.admits(p) for p in points):
-            points.append(epoch.upper)
-    if any(e.upper is None and not any(p is not None and e.admits(p) for p in points) for e in epochs):
+    for epoch_bounds in bounded:
+        if not any(p is not None and _admits(epoch_bounds, p) for p in points):
+            points.append(epoch_bounds[1])
+    if any(b[1] is None and not any(p is not None and _admits(b, p) for p in points) for b in bounds):
         points.append(None)
     return [CadenceClass(point) for point in points]
 
 
 def _admits_point(epoch: Epoch, point: int | None) -> bool:
-    return epoch.upper is None if point is None else epoch.admits(point)
+    bounds = class_bounds(epoch)
+    return bounds[1] is None if point is None else _admits(bounds, point)
 
 
 @dataclass
@@ -184,6 +204,8 @@ class Timeline:
     relations: dict[int, Change | None]
     # The classes the one in force took over from: older than it, and in force one after another.
     prior: list[CadenceClass]
+    # The changes from the first of those to the class in force, one after another.
+    path: list[Change]
     # Epochs that admit more than one class (too little evidence to tell which cadence wrote them).
     ambiguous: list[Epoch]
     settings: TimelineSettings
@@ -204,7 +226,7 @@ class Timeline:
         if self.current is None:
             return True
         if self.expected is not None:
-            return epoch.admits(self.expected)
+            return _admits(class_bounds(epoch), self.expected)
         return _admits_point(epoch, self.current.point)
 
     def relation_to_current(self, cadence_class: CadenceClass | None) -> Change | None:
@@ -223,14 +245,12 @@ class Timeline:
         return mark.time_ns if mark is not None else current.first_time_ns
 
     def current_since_ns(self) -> int | None:
-        """When the cadence in force began: its first write another cadence cannot explain, or its first
-        write when no other cadence was written."""
+        """When the cadence in force began (see `_began`), or its first write when nothing dates it."""
         current = self.current
         if current is None:
             return None
-        marks = [current.fronts.first_against(c.lower, c.upper) for c in self.classes if c is not current]
-        known = [mark.time_ns for mark in marks if mark is not None]
-        return min(known) if known else current.first_time_ns
+        began = _began(current, self.classes, self.settings)
+        return began if began is not None else current.first_time_ns
 
 
 def build_timeline(
@@ -244,7 +264,10 @@ def build_timeline(
     `first_evidence`: the epochs' first-time fronts, where a scan kept them apart by bounds.
     """
     settings = settings or TimelineSettings()
-    epochs = [epoch for epoch in epochs if epoch.lower is not None or epoch.upper is not None]
+    every = list(epochs)
+    # The database's last timed write, short conversations that bound no K included.
+    end_ns = earliest_time_ns((epoch.last_id for epoch in every), latest=True)
+    epochs = [epoch for epoch in every if epoch.lower is not None or epoch.upper is not None]
     classes = _stab(epochs)
     for cadence_class in classes:
         cadence_class.first_evidence = first_evidence or {}
@@ -256,35 +279,49 @@ def build_timeline(
         else:
             ambiguous.append(epoch)
     for cadence_class in classes:
-        lowers = [e.lower for e in cadence_class.epochs if e.lower is not None]
-        uppers = [e.upper for e in cadence_class.epochs if e.upper is not None]
+        lowers = [lower for e in cadence_class.epochs if (lower := class_bounds(e)[0]) is not None]
+        uppers = [upper for e in cadence_class.epochs if (upper := class_bounds(e)[1]) is not None]
         cadence_class.lower = max(lowers, default=None)
         cadence_class.upper = min(uppers, default=None)
     classes = [c for c in classes if c.epochs]
-    classes.sort(key=lambda c: (c.first_time_ns is None, c.first_time_ns or 0, c.point is None, c.point or 0))
+    starts = {id(c): _start(c, classes) for c in classes}
+    classes.sort(key=lambda c: (starts[id(c)] is None, starts[id(c)] or 0, c.point is None, c.point or 0))
     changes = [
         _with_threads(change, settings)
         for older, newer in itertools.pairwise(classes)
-        if (change := _relation(older, newer, settings)) is not None
+        if (change := _relation(older, newer, settings, end_ns)) is not None
     ]
-    current = _current(classes, settings, expected)
+    current = _current(classes, settings, expected, end_ns)
     relations: dict[int, Change | None] = {}
     prior: list[CadenceClass] = []
+    path: list[Change] = []
     if current is not None:
         for index, other in enumerate(classes):
             if other is not current:
-                relation = _relation(other, current, settings)
+                relation = _relation(other, current, settings, end_ns)
                 relations[index] = None if relation is None else _with_threads(relation, settings)
         prior = _prior(classes, current, settings)
-    return Timeline(classes, changes, current, relations, prior, ambiguous, settings, expected)
+        # The changes on the way to the class in force, in the order the classes began.
+        steps = [*prior, current]
+        path = [
+            _with_threads(change, settings)
+            for older, newer in itertools.pairwise(steps)
+            if (change := _relation(older, newer, settings, end_ns)) is not None
+        ]
+    return Timeline(classes, changes, current, relations, prior, path, ambiguous, settings, expected)
 
 
-def _current(classes: list[CadenceClass], settings: TimelineSettings, expected: int | None) -> CadenceClass | None:
+def _current(
+    classes: list[CadenceClass], settings: TimelineSettings, expected: int | None, end_ns: int | None
+) -> CadenceClass | None:
     if expected is not None:
         return next((c for c in classes if c.admits(expected)), None)
     for candidate in classes:
-        changes = [_relation(other, candidate, settings) for other in classes if other is not candidate]
-        if all(c is not None and c.newer is candidate and c.kind is not ChangeKind.CONCURRENT for c in changes):
+        changes = [_relation(other, candidate, settings, end_ns) for other in classes if other is not candidate]
+        # A class with no timed evidence against the candidate (ids that tell no time) orders nothing.
+        known = [c for c in changes if c is not None]
+        ordered = all(c.newer is candidate and c.kind is not ChangeKind.CONCURRENT for c in known)
+        if ordered and (known or len(classes) == 1):
             return candidate
     return None
 
@@ -297,11 +334,9 @@ def _prior(classes: list[CadenceClass], current: CadenceClass, settings: Timelin
     side before it, there was no single cadence in force then, so nothing before it can be called history;
     and a cadence in force from the start took over from nothing.
     """
-    starts = [current.fronts.first_against(other.lower, other.upper) for other in classes if other is not current]
-    known = [mark.time_ns for mark in starts if mark is not None]
-    if not known:
+    began = _began(current, classes, settings)
+    if began is None:
         return []
-    began = min(known)
     older = [
         other
         for other in classes
@@ -314,6 +349,31 @@ def _prior(classes: list[CadenceClass], current: CadenceClass, settings: Timelin
         if relation is None or relation.kind is ChangeKind.CONCURRENT:
             return []
     return older
+
+
+def _began(current: CadenceClass, classes: list[CadenceClass], settings: TimelineSettings) -> int | None:
+    """The cadence in force's first write that a cadence already written by then cannot explain.
+
+    Only cadences already written count: a process's epoch can open with writes an earlier process made
+    (they fit both), which a cadence that appears only later would date back to before the change.
+    """
+    found = []
+    for other in classes:
+        if other is current:
+            continue
+        mark = current.fronts.first_against(other.lower, other.upper)
+        first = other.first_time_ns
+        if mark is not None and first is not None and first <= mark.time_ns + settings.clock_skew_ns:
+            found.append(mark.time_ns)
+    return min(found, default=None)
+
+
+def _start(cadence_class: CadenceClass, classes: list[CadenceClass]) -> int | None:
+    """When the class first wrote something another class cannot explain (its first write otherwise):
+    the order of changes, unmoved by earlier processes' writes an epoch of it opens with."""
+    marks = [cadence_class.fronts.first_against(o.lower, o.upper) for o in classes if o is not cadence_class]
+    known = [mark.time_ns for mark in marks if mark is not None]
+    return min(known) if known else cadence_class.first_time_ns
 
 
 def _with_threads(change: Change, settings: TimelineSettings) -> Change:
@@ -408,7 +468,8 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     cadence_class = timeline.class_of(epoch)
     change = timeline.relation_to_current(cadence_class)
     other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
-    began = timeline.began_against(cadence_class)
+    in_prior = cadence_class is not None and cadence_class in timeline.prior
+    began = timeline.began_against(cadence_class) if in_prior else timeline.current_since_ns()
     settings = timeline.settings
     if not timeline.settled or began is None:
         return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began)
@@ -417,8 +478,7 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     rolling = change is not None and change.newer is timeline.current and change.kind is ChangeKind.ROLLING
     if rolling and latest.time_ns <= began + settings.rolling_window_ns:
         return ThreadJudgement(Verdict.ROLLING, counter, interval, other, began)
-    leftover = cadence_class is not None and cadence_class in timeline.prior
-    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, leftover)
+    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, in_prior)
 
 
 # Time slices of inspect summary's cadence chart in JSON (the text chart fits the terminal's width).
