@@ -29,23 +29,42 @@ def _wants_traceback(ctx: Any) -> bool:
 class _CkptGroup(TyperGroup):
     """Every exception a command lets escape ends here: one redacted line on stderr, exit 2."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # --debug is global, but operators add it at the end of a command line: take it from anywhere
+        # before a "--" and hand it to the group.
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug", *[a for a in args[:end] if a != "--debug"], *args[end:]]
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, _CLICK_EXCEPTION):
             raise
+        except BrokenPipeError:
+            _quiet_broken_pipe()
         except CkptError as exc:
             message = f"ckpt: error: {exc}"
-            trace = _wants_traceback(ctx)
+            trace = traceback.format_exc() if _wants_traceback(ctx) else ""
         except Exception as exc:
             message = f"ckpt: internal error: {type(exc).__name__}: {exc}"
-            if not _wants_traceback(ctx):
+            trace = traceback.format_exc() if _wants_traceback(ctx) else ""
+            if not trace:
                 message += " (run with --debug for the traceback)"
-            trace = _wants_traceback(ctx)
         if trace:
-            sys.stderr.write(redact(traceback.format_exc()))
+            sys.stderr.write(redact(trace))
         sys.stderr.write(redact(message) + "\n")
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader closed the pipe (`ckpt ... | head`): stop without a message, and without Python's own
+    complaint when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(ExitCode.ERROR)
 
 
 app = typer.Typer(

@@ -431,7 +431,7 @@ class _Linter:
         if reading.problem is None:
             self.check_cadence_spelling(path, reading.effective)
             return
-        code = "CK504" if reading.effective is not None else "CK500"
+        code = "CK504" if reading.effective is not None or reading.beyond_range else "CK500"
         consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
         self.add(
             code,

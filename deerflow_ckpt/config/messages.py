@@ -17,6 +17,14 @@ CARRIED_FORWARD = (
 )
 
 
+# Python's repr refuses integers of more than 4300 digits (about 14,000 bits); DeerFlow's logging then
+# reports a formatting error instead of this warning.
+_PRINTABLE_BITS = 14_000
+
+
 def carried_forward(value: object) -> str:
-    """The carry-forward warning exactly as DeerFlow logs it for `value`."""
+    """The carry-forward warning exactly as DeerFlow logs it for `value` (an integer too long to print
+    is named instead: DeerFlow's own logging fails on it)."""
+    if isinstance(value, int) and value.bit_length() > _PRINTABLE_BITS:
+        return CARRIED_FORWARD.replace("%r", "an integer too long to print")
     return CARRIED_FORWARD % (value,)

@@ -47,6 +47,8 @@ class CadenceReading:
     env_reference: str | None = None
     # Why DeerFlow rejects the value, or misreads it (a boolean accepted as 1).
     problem: str | None = None
+    # An integer past MAX_CADENCE: DeerFlow would take it, ckpt refuses to (see read_cadence).
+    beyond_range: bool = False
 
     @property
     def acceptable(self) -> bool:
@@ -62,6 +64,11 @@ def _positive_int_adapter() -> TypeAdapter[int]:
     from pydantic import Field, TypeAdapter
 
     return TypeAdapter(Annotated[int, Field(ge=1)])
+
+
+# No process counts this far: a larger integer (a long hex or sexagesimal scalar) can only be a typo, and
+# Python refuses to print an integer of more than 4300 digits.
+MAX_CADENCE = 2**63 - 1
 
 
 def read_cadence(raw: object) -> CadenceReading:
@@ -81,6 +88,15 @@ def read_cadence(raw: object) -> CadenceReading:
         )
     if raw is None:
         return CadenceReading(raw, None, problem="is null, which DeerFlow rejects (must be an integer)")
+    if isinstance(raw, int) and raw > MAX_CADENCE:
+        digits = int(raw.bit_length() * 0.30103) + 1
+        return CadenceReading(
+            raw,
+            None,
+            problem=f"is an integer of about {digits} digits, beyond any count a process reaches (it would never "
+            "snapshot by cadence); write the integer you mean",
+            beyond_range=True,
+        )
     if isinstance(raw, str) and raw.startswith("$"):
         return CadenceReading(raw, None, env_reference=raw[1:])
     if isinstance(raw, float) and not math.isfinite(raw):

@@ -1,0 +1,74 @@
+"""What attacking ckpt found (issue 13), each point tested the way the attack was made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from deerflow_ckpt.cli.app import app
+from tests.conftest import BuiltDatabase
+
+runner = CliRunner()
+CKPT = [sys.executable, "-m", "deerflow_ckpt"]
+
+
+# -- 10: --debug prints the traceback, and is accepted after the subcommand -----------------------------
+
+
+def test_debug_prints_the_real_traceback_wherever_it_is_given(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.db")
+    for args in (["--debug", "verify-shape", "--db", missing], ["verify-shape", "--db", missing, "--debug"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2
+        assert "Traceback (most recent call last)" in result.stderr and "NoneType: None" not in result.stderr
+        assert "StoreError: no SQLite database at" in result.stderr
+    quiet = runner.invoke(app, ["verify-shape", "--db", missing])
+    assert quiet.exit_code == 2 and "Traceback" not in quiet.stderr
+
+
+def test_a_value_named_debug_is_not_taken_for_the_option(tmp_path: Path) -> None:
+    """Only the flag moves: after a "--" every argument is left as it was."""
+    result = runner.invoke(app, ["migrate-config", "--check", "--", "--debug"])
+    assert result.exit_code == 2 and "--debug" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- 11: huge hex or sexagesimal cadences are refused cleanly -------------------------------------------
+
+
+def test_huge_cadences_are_refused_in_one_line(tmp_path: Path) -> None:
+    hex_config = tmp_path / "hex.yaml"
+    hex_config.write_text(
+        "database:\n  backend: sqlite\n  checkpoint_channel_mode: delta\n  checkpoint_delta:\n"
+        f"    snapshot_frequency: 0x{'f' * 4000}\n"
+    )
+    sexagesimal = tmp_path / "sexagesimal.yaml"
+    sexagesimal.write_text(
+        f"database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: {'59:' * 3000}1\n"
+    )
+    for config in (hex_config, sexagesimal):
+        lint = runner.invoke(app, ["lint-config", str(config)])
+        assert lint.exit_code == 1 and "internal error" not in lint.stderr
+        assert "CK504" in lint.stdout and "beyond any count a process reaches" in lint.stdout
+    before = sexagesimal.read_bytes()
+    migrate = runner.invoke(app, ["migrate-config", str(sexagesimal)])
+    assert migrate.exit_code == 2 and "internal error" not in migrate.stderr
+    assert "beyond any count a process reaches" in migrate.stderr
+    assert sexagesimal.read_bytes() == before
+
+
+# -- 14: a closed pipe ends the command quietly -----------------------------------------------------------
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(built_sqlite: BuiltDatabase) -> None:
+    """`ckpt inspect thread --all --format json | head -1`: far more than a pipe buffer holds."""
+    command = [*CKPT, "inspect", "thread", "--all", "--db", built_sqlite.db, "--format", "json"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 2
+    assert "Error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
