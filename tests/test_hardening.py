@@ -72,3 +72,48 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(built_sqlite: BuiltData
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 2
     assert "Error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+# -- 7: --output never overwrites an input, and is written atomically ----------------------------------
+
+
+def test_output_that_is_an_input_is_refused(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    database = tmp_path / "deerflow.db"
+    database.write_bytes(built_sqlite.path.read_bytes())
+    original = database.read_bytes()
+    link = tmp_path / "report.json"
+    link.hardlink_to(database)
+    for target in (database, link, tmp_path / "deerflow.db-wal", tmp_path / "sub" / ".." / "deerflow.db"):
+        result = runner.invoke(
+            app, ["verify-shape", "--db", str(database), "--format", "json", "--output", str(target)]
+        )
+        assert result.exit_code == 2, target
+        assert "would overwrite it" in result.stderr and "Traceback" not in result.stderr
+    assert database.read_bytes() == original and not (tmp_path / "deerflow.db-wal").exists()
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  backend: sqlite\n")
+    result = runner.invoke(app, ["lint-config", str(config), "--output", str(config)])
+    assert result.exit_code == 2 and config.read_text() == "database:\n  backend: sqlite\n"
+
+
+def test_output_replaces_a_report_whole(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text("an older, longer report " * 1000)
+    report.chmod(0o640)
+    result = runner.invoke(app, ["verify-shape", "--db", built_sqlite.db, "--format", "json", "--output", str(report)])
+    assert result.exit_code == 1
+    assert report.read_text().startswith("{") and report.read_text().rstrip().endswith("}")
+    assert report.stat().st_mode & 0o777 == 0o640
+    assert not list(tmp_path.glob("*.ckpt-tmp"))
+
+
+# -- 13: every error is one line ---------------------------------------------------------------------------
+
+
+def test_a_multi_line_libpq_error_is_one_line() -> None:
+    result = runner.invoke(app, ["verify-shape", "--db", "postgresql://postgres:s3cret-pw@127.0.0.1:1/nothing"])
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ckpt: error")]
+    assert len(errors) == 1 and "Connection refused" in errors[0] and "Is the server running" in errors[0]
+    assert result.stderr.count("\n") == 2  # the database chosen, then the error
+    assert "s3cret-pw" not in result.stderr

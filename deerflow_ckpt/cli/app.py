@@ -55,8 +55,13 @@ class _CkptGroup(TyperGroup):
                 message += " (run with --debug for the traceback)"
         if trace:
             sys.stderr.write(redact(trace))
-        sys.stderr.write(redact(message) + "\n")
+        sys.stderr.write(redact(one_line(message)) + "\n")
         raise typer.Exit(ExitCode.ERROR)
+
+
+def one_line(message: str) -> str:
+    """Multi-line messages (libpq's, with their hints) as one line: logs and CI keep one error per line."""
+    return "; ".join(part for line in message.splitlines() if (part := " ".join(line.split())))
 
 
 def _quiet_broken_pipe() -> None:

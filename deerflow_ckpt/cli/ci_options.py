@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -63,16 +63,30 @@ def findings_exit(failing: bool, exit_zero: bool) -> ExitCode:
     return ExitCode.FINDINGS if failing and not exit_zero else ExitCode.CLEAN
 
 
+def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) -> None:
+    """Refuse an --output that is one of the command's inputs (the same file, through any path or link)."""
+    if output is None:
+        return
+    for path, what in inputs:
+        # The same name (a database's -wal need not exist yet), or the same file under another name or link.
+        same = output.resolve() == path.resolve()
+        if not same and output.exists() and path.exists():
+            same = os.path.samefile(output, path)
+        if same:
+            raise OutputError(f"--output {output} is {what} {path}: the report would overwrite it; write it elsewhere")
+
+
 def deliver(text: str, output: Path | None) -> None:
-    """The payload to stdout, or to --output."""
+    """The payload to stdout, or to --output (written atomically: the old bytes or the whole report)."""
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    from deerflow_ckpt.fileio import write_atomically
+
+    if output.is_dir():
+        raise OutputError(f"cannot write {output}: it is a directory")
+    write_atomically(output, text.encode("utf-8"))
 
 
 def deliver_github(command: str, annotations: Sequence[Annotation], output: Path | None, headline: str) -> None:

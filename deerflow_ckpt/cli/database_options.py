@@ -82,6 +82,21 @@ class DatabaseSelection:
     cadence_source: str
 
 
+def input_files(selection: DatabaseSelection) -> list[tuple[Path, str]]:
+    """The files a scan reads: the SQLite database with its -wal and -shm, and the config."""
+    from deerflow_ckpt.store.source import SqliteTarget
+
+    files: list[tuple[Path, str]] = []
+    target = selection.choice.target
+    if isinstance(target, SqliteTarget):
+        database = target.path.expanduser()
+        sidecars = ("-wal", "-shm", "-journal")
+        files += [(database, "the database"), *((Path(f"{database}{s}"), "a file of the database") for s in sidecars)]
+    if selection.config_path is not None:
+        files.append((selection.config_path, "the config"))
+    return files
+
+
 def select(db: str | None, schema: str, config: Path | None, cadence: int | None, immutable: bool) -> DatabaseSelection:
     """Resolve --db / --config / defaults, and the expected cadence, as the issue describes."""
     environ, cwd = os.environ, Path.cwd()

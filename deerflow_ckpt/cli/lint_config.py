@@ -57,7 +57,9 @@ def lint_config(
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     base = (sqlite_base or Path.cwd()).resolve()
-    report = lint_files(read_configs(files or [database_options.default_config()]), os.environ, base)
+    configs = files or [database_options.default_config()]
+    ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
+    report = lint_files(read_configs(configs), os.environ, base)
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text

@@ -65,6 +65,7 @@ def verify_shape(
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
     selection = database_options.select(db, schema, config, cadence, immutable)
+    ci_options.refuse_output_onto(output, database_options.input_files(selection))
     message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(
         choice=selection.choice,
