@@ -15,6 +15,7 @@ from jsonschema import Draft7Validator, FormatChecker
 from deerflow_ckpt.analysis.rules import RULES, Severity
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot
 from deerflow_ckpt.report.github import SUMMARY_ROW_CAP, step_summary, workflow_commands
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.report.sarif import to_sarif
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -64,8 +65,9 @@ def test_message_and_property_escaping_round_trip(message: str, path: str) -> No
     assert "\r" not in line
     command, properties, data = parse_command(line)
     assert command == "warning"
-    assert data == message
-    assert properties == {"title": annotation.title, "file": path, "line": "7"}
+    # Control and invisible characters arrive as visible escapes; everything else round-trips exactly.
+    assert data == printable(message, keep_lines=True)
+    assert properties == {"title": annotation.title, "file": printable(path, keep_lines=True), "line": "7"}
 
 
 def test_exact_escaped_line() -> None:

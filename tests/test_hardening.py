@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
@@ -117,3 +120,61 @@ def test_a_multi_line_libpq_error_is_one_line() -> None:
     assert len(errors) == 1 and "Connection refused" in errors[0] and "Is the server running" in errors[0]
     assert result.stderr.count("\n") == 2  # the database chosen, then the error
     assert "s3cret-pw" not in result.stderr
+
+
+# -- 4: identifiers from the database are shown escaped ----------------------------------------------------
+
+EVIL = "evil\x1b[31mRED\x1b]0;title\x07\n::warning title=pwned::owned <script>x</script> [bold]b[/bold] |cell|\u202e"
+
+
+def _evil_copy(built_sqlite: BuiltDatabase, tmp_path: Path) -> Path:
+    import sqlite3
+
+    database = tmp_path / "evil.db"
+    database.write_bytes(built_sqlite.path.read_bytes())
+    with sqlite3.connect(database) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(
+                f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'mixed-writers-k10-k1000-k10'", (EVIL,)
+            )
+    return database
+
+
+def _no_raw_controls(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert not any(line.lstrip().startswith("::warning title=pwned") for line in text.splitlines())
+
+
+def test_identifiers_cannot_drive_a_terminal_or_a_ci_log(
+    built_sqlite: BuiltDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = str(_evil_copy(built_sqlite, tmp_path))
+    text = runner.invoke(app, ["verify-shape", "--db", database, "--cadence", "10"])
+    assert text.exit_code == 1 and "evil\\x1b[31mRED" in text.stdout and ":\\x3awarning" in text.stdout
+    _no_raw_controls(text.stdout)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    github = runner.invoke(app, ["verify-shape", "--db", database, "--cadence", "10", "--format", "github"])
+    _no_raw_controls(github.stdout)
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in github.stdout.splitlines())
+    markdown = summary.read_text()
+    _no_raw_controls(markdown)
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown and "\\|cell\\|" in markdown
+    for command in (["inspect", "summary"], ["inspect", "thread", "--all"]):
+        shown = runner.invoke(app, [*command, "--db", database])
+        assert shown.exit_code == 0, shown.stderr
+        _no_raw_controls(shown.stdout)
+        assert "evil\\x1b" in shown.stdout
+
+
+@given(st.text())
+def test_printable_leaves_nothing_a_terminal_or_a_ci_log_would_act_on(text: str) -> None:
+    from deerflow_ckpt.report.printable import markdown_cell, printable
+
+    shown = printable(text)
+    bidi = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0x200E, 0x200F)}
+    assert not bidi & set(shown)
+    assert "::" not in shown and not any(0x80 <= ord(ch) <= 0x9F or ord(ch) < 0x20 for ch in shown)
+    assert printable(text) == text or "\\" in shown  # anything changed is written as an escape
+    cell = markdown_cell(text)
+    assert "|" not in cell.replace("\\|", "") and "<" not in cell.replace("<br>", "") and "\n" not in cell

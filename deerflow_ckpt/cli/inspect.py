@@ -193,10 +193,12 @@ def _emit(
         for piece in iter_threads_csv(counted()):
             sys.stdout.write(piece)
     else:
+        from rich.text import Text
+
         from deerflow_ckpt.report.inspect_text import render_thread
 
         console = _text_console(color)
-        console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+        console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
         for thread in counted():
             console.print()
             render_thread(thread, scope, console)

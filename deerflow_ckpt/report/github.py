@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from deerflow_ckpt.analysis.rules import RULES, Severity, rule
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot, severity_counts
+from deerflow_ckpt.report.printable import markdown_cell, printable
 
 COMMAND_BY_SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 # A step summary may hold at most 1 MiB; 500 rows of capped messages stay well below it.
@@ -40,8 +41,9 @@ def workflow_command(annotation: Annotation) -> str:
     elif isinstance(spot, CheckpointSpot):
         # No file= makes it a run-level annotation, so the message has to say where.
         message = f"{spot.describe()}: {message}"
-    rendered = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
-    return f"::{COMMAND_BY_SEVERITY[annotation.severity]} {rendered}::{escape_data(message)}"
+    rendered = ",".join(f"{key}={escape_property(printable(value, keep_lines=True))}" for key, value in properties)
+    data = escape_data(printable(message, keep_lines=True))
+    return f"::{COMMAND_BY_SEVERITY[annotation.severity]} {rendered}::{data}"
 
 
 def workflow_commands(annotations: Sequence[Annotation]) -> str:
@@ -49,9 +51,8 @@ def workflow_commands(annotations: Sequence[Annotation]) -> str:
 
 
 def table_cell(text: str) -> str:
-    """A Markdown table cell: a raw '|' would start a new cell and a newline would end the row."""
-    flat = text.replace("\r\n", "\n").replace("\r", "\n").replace("|", "\\|")
-    return flat.replace("\n", "<br>")
+    """A Markdown table cell: escaped so that nothing in it is markup, HTML, a cell or a row break."""
+    return markdown_cell(text)
 
 
 def one_line(text: str) -> str:

@@ -33,6 +33,7 @@ from deerflow_ckpt.analysis.capacity import (
 from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.histogram import Bucket, Histogram
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
@@ -268,7 +269,7 @@ def what_if_notes(what_if: WhatIf, backend: Backend) -> list[Text]:
 
 
 def render_lineage(inspection: LineageInspection, scope: InspectionScope, console: Console) -> None:
-    thread_id = inspection.thread_id
+    thread_id = printable(inspection.thread_id)
     console.print(
         f"  {_n(inspection.checkpoints)} checkpoints, {_n(inspection.message_writing_steps)} message-writing steps, "
         f"{_n(inspection.snapshot_steps)} snapshot steps; replay depth {_n(inspection.replay_depth_head)} at the "
@@ -327,7 +328,7 @@ def subgraph_table(groups: Iterable[NamespaceGroup]) -> Table:
         table.add_column(heading, justify="left" if heading in ("namespace", "cadence") else "right")
     for group in groups:
         table.add_row(
-            group.pattern,
+            Text(printable(group.pattern)),
             _n(group.lineages),
             _n(group.checkpoints),
             _n(group.message_writing_steps),
@@ -340,8 +341,10 @@ def subgraph_table(groups: Iterable[NamespaceGroup]) -> Table:
 
 def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Console) -> None:
     shown = thread.shown
-    ns = "conversation ''" if shown.checkpoint_ns == "" else repr(shown.checkpoint_ns)
-    title = Text.assemble(("Thread ", "bold"), (thread.thread_id, "bold cyan"), f"  namespace {ns}, {shown.kind}")
+    ns = "conversation ''" if shown.checkpoint_ns == "" else printable(repr(shown.checkpoint_ns))
+    title = Text.assemble(
+        ("Thread ", "bold"), (printable(thread.thread_id), "bold cyan"), f"  namespace {ns}, {shown.kind}"
+    )
     console.print(title)
     render_lineage(shown, scope, console)
     if thread.subgraphs:
@@ -350,7 +353,7 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
 
 
 def render_threads(threads: list[ThreadInspection], scope: InspectionScope, console: Console) -> None:
-    console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+    console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
     for thread in threads:
         console.print()
         render_thread(thread, scope, console)
@@ -416,7 +419,7 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
 
 def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console, timeline: Timeline) -> None:
     kinds = summary.kinds
-    console.print(f"Inspected {scope.database} (chosen via {scope.found_via})")
+    console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
     console.print(
         f"  {_n(summary.threads)} threads ({_n(kinds.get('delta', 0))} delta, {_n(kinds.get('full', 0))} full, "
         f"{_n(kinds.get('migrated', 0))} migrated), {_n(summary.lineages)} lineages, "
@@ -446,7 +449,7 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
         table.add_column("cadence", no_wrap=True)
         for thread in summary.heaviest:
             table.add_row(
-                thread.thread_id,
+                Text(printable(thread.thread_id)),
                 thread.shown.kind,
                 _n(thread.checkpoints),
                 _n(thread.storage.total),

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from deerflow_ckpt.analysis.rules import RULES, Severity
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
@@ -90,5 +91,5 @@ def render_text(report: ScanReport, console: Console) -> None:
         line = Text()
         line.append(f"{finding.rule} ", style="bold")
         line.append(f"{finding.severity.value}", style=_SEVERITY_STYLE[finding.severity])
-        line.append(f" {where}: {finding.explanation}")
+        line.append(f" {printable(where)}: {printable(finding.explanation)}")
         console.print(line)

@@ -1,0 +1,47 @@
+"""Text from a database or a config, made safe to show to people: on terminals, in CI logs, in Markdown.
+
+A thread id is whatever a client sent. Raw, an escape sequence in it takes over the terminal, and a
+newline followed by `::warning ...` becomes a GitHub Actions workflow command in a CI log.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# C0 and C1 controls, DEL, and the format characters that reorder or hide text (bidi overrides and
+# isolates, zero-width joiners), the backslash that starts our escapes, and '::' (workflow commands).
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]|::")
+# Where lines may stay lines (a workflow command's data escapes them itself, a table cell turns them
+# into <br>) and '::' is harmless.
+_UNSAFE_KEEPING_LINES = re.compile(
+    r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+)
+# Markdown that would change how a table cell reads: emphasis, code, links, cell breaks.
+_MARKDOWN = re.compile(r"([`*_\[\]|~])")
+
+
+def _escape(match: re.Match[str]) -> str:
+    found = match.group(0)
+    if found == "::":
+        return ":\\x3a"
+    if found == "\\":
+        return "\\\\"
+    code = ord(found)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str, keep_lines: bool = False) -> str:
+    """`text` with every control or invisible character, and '::', written as a visible escape.
+
+    `keep_lines` leaves line breaks (and '::') to a format that escapes them itself.
+    """
+    if text.isprintable() and "::" not in text and "\\" not in text:
+        return text
+    return (_UNSAFE_KEEPING_LINES if keep_lines else _UNSAFE).sub(_escape, text)
+
+
+def markdown_cell(text: str) -> str:
+    """Safe inside a Markdown table cell of a step summary: escaped, no HTML, no cell or row breaks."""
+    escaped = _MARKDOWN.sub(r"\\\1", html.escape(printable(text, keep_lines=True), quote=False))
+    return escaped.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
