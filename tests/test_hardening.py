@@ -178,3 +178,63 @@ def test_printable_leaves_nothing_a_terminal_or_a_ci_log_would_act_on(text: str)
     assert printable(text) == text or "\\" in shown  # anything changed is written as an escape
     cell = markdown_cell(text)
     assert "|" not in cell.replace("\\|", "") and "<" not in cell.replace("<br>", "") and "\n" not in cell
+
+
+# -- 3: passwords are masked in every output path --------------------------------------------------------
+
+SECRET = "Hunter2wOrd"
+
+
+def _leaks(text: str) -> bool:
+    pieces = [SECRET, "Hunter2", "wOrd", "unter2wO"]
+    return any(piece in text for piece in pieces)
+
+
+def test_malformed_dsns_never_print_their_password(tmp_path: Path) -> None:
+    for dsn in (
+        "postgresql://postgres:Hunter2 wOrd@127.0.0.1:1/db",
+        "postgresql://postgres:Hunter2@wOrd@127.0.0.1:1/db",
+        "postgresql://postgres:Hunter2/wOrd@127.0.0.1:1/db",
+        f"postgresql+asyncpg://postgres:{SECRET}@127.0.0.1:1/db",
+        "host=127.0.0.1 port=1 password='Hunter2 wOrd' dbname=db",
+    ):
+        for extra in ([], ["--debug"], ["--format", "json"], ["--format", "sarif"], ["--format", "github"]):
+            result = runner.invoke(app, ["verify-shape", "--db", dsn, *extra])
+            assert result.exit_code == 2, (dsn, extra)
+            assert not _leaks(result.stdout + result.stderr), (dsn, extra, result.stderr)
+
+
+def test_an_unknown_scheme_is_refused_not_taken_for_a_file() -> None:
+    for dsn in (f"mysql://u:{SECRET}@h/db", f"postgressql://u:{SECRET}@h/db", f"sqlite://u:{SECRET}@x"):
+        result = runner.invoke(app, ["verify-shape", "--db", dsn])
+        assert result.exit_code == 2 and "not " in result.stderr and "give a SQLite database as a path" in result.stderr
+        assert result.stderr.count("\n") == 1 and not _leaks(result.stderr)
+
+
+@pytest.mark.postgres
+def test_a_scan_with_a_percent_encoded_password_prints_it_nowhere(
+    built_postgres: BuiltDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test server trusts local connections, so any password connects: the scan runs to the end."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(built_postgres.db)
+    netloc = f"{parts.username}:{quote('Hunter2 w@O/rd', safe='')}@{parts.hostname}:{parts.port or 5432}"
+    dsn = urlunsplit(parts._replace(netloc=netloc))
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    for output_format in ("text", "json", "github", "sarif"):
+        result = runner.invoke(app, ["verify-shape", "--db", dsn, "--format", output_format, "--debug"])
+        assert result.exit_code == 1, result.stderr
+        shown = result.stdout + result.stderr
+        assert "Hunter2" not in shown and "w%40O" not in shown and "O%2Frd" not in shown
+    assert summary.exists() and "Hunter2" not in summary.read_text()
+
+
+def test_a_postgres_url_given_as_a_mapping_is_not_printed(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"database:\n  backend: postgres\n  postgres_url:\n    host: db\n    password: {SECRET}\n")
+    for output_format in ("text", "json", "github", "sarif"):
+        result = runner.invoke(app, ["lint-config", str(config), "--format", output_format])
+        assert result.exit_code == 1 and "CK500" in result.stdout
+        assert not _leaks(result.stdout + result.stderr), output_format

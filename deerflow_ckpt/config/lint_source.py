@@ -83,6 +83,8 @@ class ConfigSource:
         if found is not None and isinstance(found[1], yaml.ScalarNode):
             start, end = yamlnodes.value_span(self.text, *found)
             written = " ".join(self.text[start:end].split()) or "(empty)"
+        elif path[-1] in SECRET_KEYS and not isinstance(value, str):
+            written = f"(a {type(value).__name__}, not shown: it may hold a password)"
         elif isinstance(value, int) and value.bit_length() > 64:
             written = "(a very large integer)"  # repr() refuses past 4300 digits
         else:

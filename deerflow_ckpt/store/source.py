@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from deerflow_ckpt.config.database import DatabaseSettings
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.redact import redact, remember_secret
+from deerflow_ckpt.redact import redact, remember_secret, url_password
 
 SQLITE_FILE_NAME = "deerflow.db"
 # checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
@@ -78,24 +78,36 @@ def _postgres_target(dsn: str, schema: str) -> PostgresTarget:
 
 
 def _remember_password(dsn: str) -> None:
-    # psycopg's own errors can echo a DSN; registering the password masks it in every message.
+    # psycopg's own errors can echo a DSN; registering the password masks it in every message. The
+    # forgiving reading first: libpq stops a password at an unencoded '@' and would leave the rest shown.
+    remember_secret(url_password(dsn))
     try:
         from psycopg.conninfo import conninfo_to_dict
 
         remember_secret(str(conninfo_to_dict(dsn).get("password") or ""))
     except Exception:  # an unparsable DSN fails later with a redacted message
-        match = re.search(r"://[^:/@\s]*:([^@\s]*)@", dsn)
-        remember_secret(match.group(1) if match else None)
+        pass
 
 
 def is_postgres_dsn(value: str) -> bool:
     return bool(_POSTGRES_URL.match(value) or _CONNINFO_KEY.match(value))
 
 
+# Any URL scheme: a --db that has one and is no PostgreSQL DSN is refused, not taken for a file name.
+_URL_SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def target_from_argument(value: str, schema: str = "", immutable: bool = False) -> DatabaseTarget:
     """A --db value: a postgresql:// DSN (or key=value conninfo), else a SQLite file path."""
     if is_postgres_dsn(value):
         return _postgres_target(value, schema)
+    scheme = _URL_SCHEME.match(value)
+    if scheme is not None:
+        remember_secret(url_password(value))
+        raise StoreError(
+            f"--db {redact(value)}: ckpt reads PostgreSQL (postgresql://, postgres://) and SQLite files, not "
+            f"{scheme.group(1)}://; give a SQLite database as a path"
+        )
     return SqliteTarget(Path(value).expanduser(), immutable)
 
 
