@@ -238,3 +238,71 @@ def test_a_postgres_url_given_as_a_mapping_is_not_printed(tmp_path: Path) -> Non
         result = runner.invoke(app, ["lint-config", str(config), "--format", output_format])
         assert result.exit_code == 1 and "CK500" in result.stdout
         assert not _leaks(result.stdout + result.stderr), output_format
+
+
+# -- 2: only the types LangGraph's strict loader allows are trusted ------------------------------------------
+
+
+def _gadgets(target: Path) -> dict[str, bytes]:
+    """Writes naming callables of a LangChain package that LangGraph's default loader calls."""
+    import ormsgpack
+
+    from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_CONSTRUCTOR_SINGLE_ARG
+
+    handler = ("langchain_core.callbacks.file", "FileCallbackHandler", {"filename": str(target), "mode": "w"})
+    importer = ("langchain_core.utils.utils", "guard_import", "json")
+    return {
+        "langchain_core.callbacks.file.FileCallbackHandler": ormsgpack.packb(
+            [ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(handler))]
+        ),
+        "langchain_core.utils.utils.guard_import": ormsgpack.packb(
+            [ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(importer))]
+        ),
+    }
+
+
+def test_the_gadgets_run_under_langgraphs_default_loader(tmp_path: Path) -> None:
+    """What makes them gadgets: the permissive loader truncates the file and imports the module."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    target = tmp_path / "truncated-by-the-loader"
+    target.write_text("precious")
+    handler, importer = _gadgets(target).values()
+    loaded = JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(("msgpack", handler))
+    assert type(loaded[0]).__name__ == "FileCallbackHandler" and target.read_text() == ""
+    loaded[0].file.close()
+    assert JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(("msgpack", importer))[0].__name__ == "json"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from fixtures.dbbuilder.build import build_postgres, build_sqlite, open_backend
+
+    target = tmp_path / "must-stay"
+    target.write_text("precious")
+    if backend == "sqlite":
+        db = str(tmp_path / "gadgets.db")
+        manifest = build_sqlite(db, ["clean-delta"])
+        handle = open_backend("sqlite", db, None, None)
+    else:
+        db = request.getfixturevalue("pg_database")
+        manifest = build_postgres(db, None, ["clean-delta"])
+        handle = open_backend("postgres", db, None, None)
+    threads = manifest.threads[:2]
+    try:
+        for thread, value in zip(threads, _gadgets(target).values(), strict=True):
+            write = thread.writes[3]
+            handle.set_write(thread.thread_id, "", write.checkpoint_id, write.task_id, "msgpack", value)
+    finally:
+        handle.close()
+    result = runner.invoke(app, ["verify-shape", "--db", db, "--format", "json"])
+    assert result.exit_code == 1, result.stderr
+    import json
+
+    unsafe = {
+        (f["thread_id"], f["message"].split(" names ")[1].split(",")[0])
+        for f in json.loads(result.stdout)["findings"]
+        if f["rule"] == "CK105"
+    }
+    assert unsafe == {(t.thread_id, name) for t, name in zip(threads, _gadgets(target), strict=True)}
+    assert target.read_text() == "precious"

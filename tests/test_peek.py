@@ -21,11 +21,28 @@ def test_ext_codes_match_langgraph() -> None:
         assert getattr(peek, f"EXT_{name}") == getattr(jsonplus, f"EXT_{name}")
 
 
-def test_langgraph_strict_types_are_trusted() -> None:
+def test_exactly_langgraph_strict_types_are_trusted() -> None:
+    """The trusted list is the installed LangGraph's strict-mode list, no more and no less."""
+    assert peek.SAFE_TYPES == SAFE_MSGPACK_TYPES
+    assert peek.SAFE_METHODS == SAFE_MSGPACK_METHODS
     for module, name in SAFE_MSGPACK_TYPES:
         assert peek.NamedType(peek.EXT_CONSTRUCTOR_POS_ARGS, module, name, None).trusted
     for module, name, method in SAFE_MSGPACK_METHODS:
         assert peek.NamedType(peek.EXT_METHOD_SINGLE_ARG, module, name, method).trusted
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("langchain_core.callbacks.file", "FileCallbackHandler"),
+        ("langchain_core.utils.utils", "guard_import"),
+        ("langgraph.checkpoint.serde.jsonplus", "JsonPlusSerializer"),
+        ("langchain", "anything"),
+    ],
+)
+def test_callables_in_trusted_packages_are_not_trusted(module: str, name: str) -> None:
+    for code in (peek.EXT_CONSTRUCTOR_SINGLE_ARG, peek.EXT_CONSTRUCTOR_KW_ARGS, peek.EXT_PYDANTIC_V2):
+        assert not peek.NamedType(code, module, name, None).trusted
 
 
 def test_real_messages_decode_to_trusted_ext_values() -> None:

@@ -21,6 +21,7 @@
 #define MAX_DEPTH 64
 #define MAX_EXT_DEPTH 8
 #define MAX_NAMES 8
+#define MAX_TRUSTED 128
 #define MAX_NAME_BYTES 96
 
 /* LangGraph's ext codes: the ones that name a type to construct, and the delta snapshot. */
@@ -33,10 +34,13 @@ typedef struct {
     Py_ssize_t size;
 } Span;
 
-/* Set once by configure() from peek.py's own tables, so the trust rule has one source. */
-static char trusted_packages[MAX_NAMES][MAX_NAME_BYTES];
-static Py_ssize_t trusted_package_sizes[MAX_NAMES];
-static int trusted_package_count = -1; /* -1: not configured, every summary is None */
+/* Set once by configure() from peek.py's own tables, so the trust rule has one source: the exact
+   (module, name) pairs LangGraph's strict loader constructs. */
+static char trusted_modules[MAX_TRUSTED][MAX_NAME_BYTES];
+static Py_ssize_t trusted_module_sizes[MAX_TRUSTED];
+static char trusted_names[MAX_TRUSTED][MAX_NAME_BYTES];
+static Py_ssize_t trusted_name_sizes[MAX_TRUSTED];
+static int trusted_count = -1; /* -1: not configured, every summary is None */
 static char flagged_modules[MAX_NAMES][MAX_NAME_BYTES];
 static Py_ssize_t flagged_module_sizes[MAX_NAMES];
 static char flagged_names[MAX_NAMES][MAX_NAME_BYTES];
@@ -169,11 +173,10 @@ static int walk_items(Cursor *c, size_t count, int pairs) {
     return 1;
 }
 
-static int package_is_trusted(Span module) {
-    Py_ssize_t size = 0;
-    while (size < module.size && module.text[size] != '.') size++;
-    for (int i = 0; i < trusted_package_count; i++) {
-        if (trusted_package_sizes[i] == size && memcmp(trusted_packages[i], module.text, (size_t)size) == 0)
+static int type_is_trusted(Span module, Span type_name) {
+    for (int i = 0; i < trusted_count; i++) {
+        if (span_equals(module, trusted_modules[i], trusted_module_sizes[i]) &&
+            span_equals(type_name, trusted_names[i], trusted_name_sizes[i]))
             return 1;
     }
     return 0;
@@ -203,7 +206,7 @@ static int read_container(Cursor *c, int *is_map, size_t *count) {
     return 0;
 }
 
-/* An ext that names a type: a payload array [module, name, ...] whose module a trusted package owns. */
+/* An ext that names a type: a payload array [module, name, ...] naming one of the trusted types. */
 static int walk_named_ext(Cursor *outer, const unsigned char *payload, size_t size, ExtName *name) {
     if (outer->ext_depth >= MAX_EXT_DEPTH || outer->depth >= MAX_DEPTH) return 0;
     Cursor c = {payload, payload + size, outer->depth + 1, outer->ext_depth + 1};
@@ -211,7 +214,8 @@ static int walk_named_ext(Cursor *outer, const unsigned char *payload, size_t si
     int is_map;
     if (!read_container(&c, &is_map, &count) || is_map) return 0;
     Span module, type_name;
-    if (count < 2 || !read_str(&c, &module) || !read_str(&c, &type_name) || !package_is_trusted(module)) return 0;
+    if (count < 2 || !read_str(&c, &module) || !read_str(&c, &type_name) || !type_is_trusted(module, type_name))
+        return 0;
     if (!walk_items(&c, count - 2, 0) || c.at != c.end) return 0;
     if (name != NULL) {
         name->found = 1;
@@ -319,7 +323,7 @@ static PyObject *int_triple(Py_ssize_t first, Py_ssize_t second, Py_ssize_t thir
 
 
 int inert_judge_value(const unsigned char *data, size_t size, InertValueFacts *facts) {
-    if (trusted_package_count < 0) return 0;
+    if (trusted_count < 0) return 0;
     Cursor c = {data, data + size, 0, 0};
     int ok, is_list = 0, flags = 0;
     size_t count = 0;
@@ -392,7 +396,7 @@ static int classify_messages(Cursor *c, int *kind, size_t *count, int *empty) {
 
 
 int inert_judge_checkpoint(const unsigned char *data, size_t size, InertCheckpointFacts *facts) {
-    if (trusted_package_count < 0) return 0;
+    if (trusted_count < 0) return 0;
     Cursor c = {data, data + size, 0, 0};
     int kind = MESSAGES_ABSENT, empty = 0, is_map, seen_values = 0, seen_versions = 0, seen_version = 0;
     size_t count = 0, entries, fields;
@@ -475,24 +479,26 @@ static int copy_name(PyObject *text, char *into, Py_ssize_t *size) {
 }
 
 PyDoc_STRVAR(configure_doc,
-             "configure(trusted_packages, flagged_types) -> None\n\n"
-             "Set the top-level packages whose types are trusted and the (module, name) pairs that\n"
+             "configure(trusted_types, flagged_types) -> None\n\n"
+             "Set the (module, name) pairs that are trusted and the (module, name) pairs that\n"
              "value_summary reports as flag bits, in order. Until called, every summary is None.");
 
 static PyObject *configure(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *packages, *flagged;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &packages, &PyTuple_Type, &flagged)) return NULL;
-    if (PyTuple_GET_SIZE(packages) > MAX_NAMES || PyTuple_GET_SIZE(flagged) > MAX_NAMES) {
+    PyObject *trusted, *flagged;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &trusted, &PyTuple_Type, &flagged)) return NULL;
+    if (PyTuple_GET_SIZE(trusted) > MAX_TRUSTED || PyTuple_GET_SIZE(flagged) > MAX_NAMES) {
         PyErr_SetString(PyExc_ValueError, "too many names for the native judge");
         return NULL;
     }
-    trusted_package_count = -1;
+    trusted_count = -1;
     flagged_count = 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(packages); i++) {
-        PyObject *package = PyTuple_GET_ITEM(packages, i);
-        if (!PyUnicode_Check(package)) return PyErr_Format(PyExc_TypeError, "packages must be str");
-        if (!copy_name(package, trusted_packages[i], &trusted_package_sizes[i])) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(trusted, i), *module_name, *type_name;
+        if (!PyArg_ParseTuple(pair, "UU", &module_name, &type_name)) return NULL;
+        if (!copy_name(module_name, trusted_modules[i], &trusted_module_sizes[i]) ||
+            !copy_name(type_name, trusted_names[i], &trusted_name_sizes[i]))
+            return NULL;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flagged); i++) {
         PyObject *pair = PyTuple_GET_ITEM(flagged, i), *module_name, *type_name;
@@ -502,7 +508,7 @@ static PyObject *configure(PyObject *module, PyObject *args) {
             return NULL;
     }
     flagged_count = (int)PyTuple_GET_SIZE(flagged);
-    trusted_package_count = (int)PyTuple_GET_SIZE(packages);
+    trusted_count = (int)PyTuple_GET_SIZE(trusted);
     Py_RETURN_NONE;
 }
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from deerflow_ckpt.store.peek import OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE, TRUSTED_PACKAGES
+from deerflow_ckpt.store.peek import OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE, SAFE_TYPES
 
 # value_summary's flag bits, in the order configure() receives the types.
 OVERWRITE_FLAG = 1
@@ -39,7 +39,7 @@ def _load_compiled() -> ModuleType | None:
         from deerflow_ckpt.store import _inert
     except ImportError:  # installed without a C compiler
         return None
-    _inert.configure(TRUSTED_PACKAGES, (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))
+    _inert.configure(tuple(sorted(SAFE_TYPES)), (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))
     return _inert
 
 

@@ -34,37 +34,48 @@ _NAMED_TYPE_CODES = frozenset(
 # Nesting of ext values inside ext payloads; real checkpoints use three or four levels.
 MAX_EXT_DEPTH = 32
 
-# Safe to construct besides LangChain and LangGraph's own types (LangGraph's strict-mode list).
-_SAFE_STDLIB_TYPES = frozenset(
+# The types LangGraph constructs when its loader runs in strict mode (LANGGRAPH_STRICT_MSGPACK=true):
+# the only ones ckpt trusts. Any other type a payload names, whatever its package, is reported (CK105),
+# since LangGraph's default loader would import and call it. tests/test_peek.py compares this list with
+# the installed LangGraph's, so a new LangGraph cannot widen or narrow it unnoticed.
+SAFE_TYPES = frozenset(
     {
-        ("datetime", "datetime"),
-        ("datetime", "date"),
-        ("datetime", "time"),
-        ("datetime", "timedelta"),
-        ("datetime", "timezone"),
+        *(("datetime", name) for name in ("datetime", "date", "time", "timedelta", "timezone")),
         ("uuid", "UUID"),
         ("decimal", "Decimal"),
         ("builtins", "set"),
         ("builtins", "frozenset"),
         ("collections", "deque"),
-        ("ipaddress", "IPv4Address"),
-        ("ipaddress", "IPv4Interface"),
-        ("ipaddress", "IPv4Network"),
-        ("ipaddress", "IPv6Address"),
-        ("ipaddress", "IPv6Interface"),
-        ("ipaddress", "IPv6Network"),
-        ("pathlib", "Path"),
-        ("pathlib", "PosixPath"),
-        ("pathlib", "WindowsPath"),
-        ("pathlib._local", "Path"),
-        ("pathlib._local", "PosixPath"),
-        ("pathlib._local", "WindowsPath"),
+        *(("ipaddress", f"IPv{v}{kind}") for v in (4, 6) for kind in ("Address", "Interface", "Network")),
+        *((module, name) for module in ("pathlib", "pathlib._local") for name in ("Path", "PosixPath", "WindowsPath")),
         ("zoneinfo", "ZoneInfo"),
         ("re", "compile"),
+        ("langchain_core.messages.base", "BaseMessage"),
+        ("langchain_core.messages.base", "BaseMessageChunk"),
+        *(
+            (f"langchain_core.messages.{module}", f"{kind}{suffix}")
+            for module, kind in (
+                ("human", "HumanMessage"),
+                ("ai", "AIMessage"),
+                ("system", "SystemMessage"),
+                ("chat", "ChatMessage"),
+                ("tool", "ToolMessage"),
+                ("function", "FunctionMessage"),
+            )
+            for suffix in ("", "Chunk")
+        ),
+        ("langchain_core.messages.modifier", "RemoveMessage"),
+        ("langchain_core.documents.base", "Document"),
+        *(
+            ("langgraph.types", name)
+            for name in ("Send", "TimeoutPolicy", "Interrupt", "Command", "StateSnapshot", "PregelTask", "Overwrite")
+        ),
+        ("langgraph.store.base", "Item"),
+        ("langgraph.store.base", "GetOp"),
     }
 )
-_SAFE_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
-TRUSTED_PACKAGES = ("langchain_core", "langchain", "langgraph")
+# Method calls LangGraph's strict loader allows (ext code 3: module, type, argument, method).
+SAFE_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
 OVERWRITE_TYPE = ("langgraph.types", "Overwrite")
 REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
 
@@ -110,13 +121,10 @@ class NamedType:
     def trusted(self) -> bool:
         """True when LangGraph may construct it without running foreign code."""
         if self.code == EXT_METHOD_SINGLE_ARG:
-            return (self.module, self.name, self.method) in _SAFE_METHODS
+            return (self.module, self.name, self.method) in SAFE_METHODS
         if self.code not in _NAMED_TYPE_CODES or self.module is None or self.name is None:
             return False
-        if (self.module, self.name) in _SAFE_STDLIB_TYPES:
-            return True
-        package = self.module.split(".", 1)[0]
-        return package in TRUSTED_PACKAGES
+        return (self.module, self.name) in SAFE_TYPES
 
 
 class InertDecoder:

@@ -43,7 +43,11 @@ def check_typed_bytes(
         if decoder.untrusted:
             for named in decoder.untrusted_types():
                 problems.append(
-                    Problem("CK105", f"{where} names {named.describe()}, outside LangChain/LangGraph (unsafe to load)")
+                    Problem(
+                        "CK105",
+                        f"{where} names {named.describe()}, which LangGraph's default loader would import and call "
+                        "(its strict mode allows only its safe types)",
+                    )
                 )
         return value
     if kind == "pickle":
