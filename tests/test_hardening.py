@@ -306,3 +306,74 @@ def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, r
     }
     assert unsafe == {(t.thread_id, name) for t, name in zip(threads, _gadgets(target), strict=True)}
     assert target.read_text() == "precious"
+
+
+# -- 9: migrate-config leaves no temporary file behind ------------------------------------------------------
+
+LEGACY = "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 50\n"
+
+
+def test_sigterm_while_migrating_leaves_old_or_new_bytes_and_no_temporary(tmp_path: Path) -> None:
+    import os
+    import random
+    import signal
+    import time
+
+    config = tmp_path / "config.yaml"
+    padding = "".join(f"# padding line {i} " + "x" * 200 + "\n" for i in range(20_000))  # about 4 MB
+    old = (LEGACY + padding).encode()
+    outcomes = set()
+    for attempt in range(25):
+        config.write_bytes(old)
+        process = subprocess.Popen([*CKPT, "migrate-config", str(config)], stderr=subprocess.DEVNULL)
+        time.sleep(random.Random(attempt).uniform(0.15, 0.6))
+        process.send_signal(signal.SIGTERM)
+        outcomes.add(process.wait(timeout=60))
+        written = config.read_bytes()
+        assert written == old or (
+            b"checkpoint_delta:\n    snapshot_frequency: 50" in written and written.endswith(padding.encode())
+        )
+        assert not [name for name in os.listdir(tmp_path) if name.endswith(".ckpt-tmp")]
+    assert outcomes <= {0, 143, -signal.SIGTERM}
+
+
+def test_a_killed_runs_leftovers_are_removed_on_the_next_write(tmp_path: Path) -> None:
+    import os
+    import time
+
+    config = tmp_path / "config.yaml"
+    config.write_text(LEGACY)
+    stale = tmp_path / ".config.yaml.abc123.ckpt-tmp"
+    fresh = tmp_path / ".config.yaml.def456.ckpt-tmp"
+    other = tmp_path / ".other.yaml.abc123.ckpt-tmp"
+    for leftover in (stale, fresh, other):
+        leftover.write_text("partial")
+    an_hour_ago = time.time() - 3600
+    os.utime(stale, (an_hour_ago, an_hour_ago))
+    os.utime(other, (an_hour_ago, an_hour_ago))
+    result = runner.invoke(app, ["migrate-config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    assert not stale.exists() and fresh.exists() and other.exists()
+
+
+def test_sigterm_inside_the_write_removes_the_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signal arrives while the temporary file exists (here: during its fsync)."""
+    import os
+    import signal
+
+    from deerflow_ckpt import fileio
+
+    target = tmp_path / "config.yaml"
+    target.write_text("old bytes\n")
+    real_fsync = os.fsync
+
+    def fsync_then_terminated(descriptor: int) -> None:
+        real_fsync(descriptor)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync_then_terminated)
+    with pytest.raises(SystemExit) as stopped:
+        fileio.write_atomically(target, b"new bytes\n")
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert target.read_text() == "old bytes\n" and not list(tmp_path.glob("*.ckpt-tmp"))
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
