@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -17,6 +18,37 @@ TEMPORARY_SUFFIX = ".ckpt-tmp"
 # A temporary file of ours older than this was left by a run that was killed (SIGKILL cannot be caught):
 # removed on the next write beside it. Younger ones may belong to a run still writing.
 STALE_AFTER_S = 60
+
+
+# A config.yaml is a few hundred KB at most (DeerFlow's example is 128 KB): anything larger is refused.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
+class ConfigReadError(Exception):
+    """A config file that cannot be read; the message says why, without the path."""
+
+
+def read_config_file(path: Path) -> bytes:
+    """A config file's bytes: a regular file of at most MAX_CONFIG_BYTES, opened without blocking on a FIFO."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ConfigReadError("no such file") from None
+    except IsADirectoryError:
+        raise ConfigReadError("it is a directory, not a config file") from None
+    except OSError as exc:
+        raise ConfigReadError(exc.strerror or str(exc)) from None
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        if stat.S_ISDIR(status.st_mode):
+            raise ConfigReadError("it is a directory, not a config file")
+        raise ConfigReadError("it is not a regular file (a device, FIFO or socket); give a config file")
+    with os.fdopen(descriptor, "rb") as stream:
+        data = stream.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigReadError(f"it is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB, more than any config.yaml")
+    return data
 
 
 class _Terminated(Exception):

@@ -377,3 +377,57 @@ def test_sigterm_inside_the_write_removes_the_temporary(tmp_path: Path, monkeypa
     assert stopped.value.code == 128 + signal.SIGTERM
     assert target.read_text() == "old bytes\n" and not list(tmp_path.glob("*.ckpt-tmp"))
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+# -- 5: alias bombs, special files and huge files are refused in one line, quickly --------------------------
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    lines = [
+        "database:",
+        "  backend: sqlite",
+        "  checkpoint_delta_snapshot_frequency: 5",
+        "a0: &a0 [x, x, x, x, x, x, x, x, x]",
+    ]
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    import time
+
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text(_alias_bomb())
+    assert len(bomb.read_bytes()) < 1000
+    for command in (["lint-config", str(bomb)], ["migrate-config", "--check", str(bomb)], ["migrate-config", str(bomb)],
+                    ["verify-shape", "--config", str(bomb)]):  # fmt: skip
+        started = time.monotonic()
+        result = runner.invoke(app, command)
+        assert time.monotonic() - started < 10, command
+        assert result.exit_code in (1, 2) and "alias bomb" in result.stdout + result.stderr, command
+        assert "internal error" not in result.stderr
+    recursive = tmp_path / "recursive.yaml"
+    recursive.write_text("database: &d\n  backend: sqlite\n  again: *d\n")
+    result = runner.invoke(app, ["lint-config", str(recursive)])
+    assert result.exit_code == 2 and "internal error" not in result.stderr
+
+
+def test_special_and_huge_files_are_refused(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as stream:
+        stream.truncate(17 * 1024 * 1024)
+    cases = {"/dev/zero": "not a regular file", str(fifo): "not a regular file", str(tmp_path): "directory",
+             str(huge): "larger than 16 MB"}  # fmt: skip
+    for path, reason in cases.items():
+        for command in (["lint-config", path], ["migrate-config", "--check", path]):
+            result = subprocess.run([*CKPT, *command], capture_output=True, timeout=30, check=False)
+            assert result.returncode in (1, 2), (command, result.returncode)
+            assert reason in (result.stdout + result.stderr).decode(), (command, result.stderr)
+    piped = subprocess.run([*CKPT, "migrate-config", "-"], input=b"#" * (17 * 1024 * 1024), capture_output=True,
+                           timeout=30, check=False)  # fmt: skip
+    assert piped.returncode == 2 and b"more than 16 MB" in piped.stderr

@@ -11,6 +11,7 @@ from deerflow_ckpt.cli import ci_options, database_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
+from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report import migration as report
 from deerflow_ckpt.report.annotations import at_or_above
@@ -76,7 +77,12 @@ def migrate_config(
     outcomes: list[FileMigration] = []
     for target in paths or [str(database_options.default_config())]:
         if target == STDIN:
-            outcomes.append(migrate_stream(typer.get_binary_stream("stdin").read(), stdin_filename))
+            from deerflow_ckpt.fileio import MAX_CONFIG_BYTES
+
+            raw = typer.get_binary_stream("stdin").read(MAX_CONFIG_BYTES + 1)
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"standard input holds more than {MAX_CONFIG_BYTES // (1024 * 1024)} MB: no config")
+            outcomes.append(migrate_stream(raw, stdin_filename))
         else:
             outcomes.append(migrate_path(Path(target), mode))
     exit_code = _exit_code(outcomes, mode, fail_on, exit_zero)

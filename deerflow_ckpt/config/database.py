@@ -17,7 +17,14 @@ from deerflow_ckpt.config.keys import (
     FILE_DATABASE_DEFAULTS,
     LEGACY_CHECKPOINTER,
 )
-from deerflow_ckpt.config.values import CadenceReading, ShimBranch, apply_legacy_shim, load_values, read_cadence
+from deerflow_ckpt.config.values import (
+    CadenceReading,
+    ExpansionError,
+    ShimBranch,
+    apply_legacy_shim,
+    load_values,
+    read_cadence,
+)
 from deerflow_ckpt.errors import ConfigError
 
 
@@ -127,14 +134,18 @@ def load_database_settings(path: Path, environ: Mapping[str, str]) -> DatabaseSe
     """Read config.yaml at `path` the way DeerFlow does and return its database settings."""
     import yaml
 
+    from deerflow_ckpt.fileio import ConfigReadError, read_config_file
+
     try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        text = read_config_file(path).decode("utf-8-sig")
+    except ConfigReadError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text") from exc
     try:
         data = load_values(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    except ExpansionError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return read_database_settings(data, environ)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from deerflow_ckpt.config.consistency import Consistency, check_consistency
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
+from deerflow_ckpt.config.values import ExpansionError
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.fileio import ConfigReadError, read_config_file
 
 
 @dataclass(frozen=True)
@@ -45,17 +47,20 @@ def read_configs(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
             continue
         seen.add(resolved)
         try:
-            contents.append((str(path), path.read_bytes()))
-        except FileNotFoundError:
-            raise ConfigError(f"cannot read {path}: no such file") from None
-        except IsADirectoryError:
-            raise ConfigError(f"cannot read {path}: it is a directory, not a config file") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+            contents.append((str(path), read_config_file(path)))
+        except ConfigReadError as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
     return contents
 
 
+def _lint_one(name: str, raw: bytes, environ: Mapping[str, str], base: Path) -> FileLint:
+    try:
+        return lint_config_bytes(raw, environ, base)
+    except ExpansionError as exc:
+        raise ConfigError(f"cannot lint {name}: {exc}") from None
+
+
 def lint_files(contents: Sequence[tuple[str, bytes]], environ: Mapping[str, str], base: Path) -> LintReport:
-    files = tuple(LintedFile(name, lint_config_bytes(raw, environ, base)) for name, raw in contents)
+    files = tuple(LintedFile(name, _lint_one(name, raw, environ, base)) for name, raw in contents)
     consistency = check_consistency([(linted.name, linted.lint.facts) for linted in files])
     return LintReport(files, consistency, base)

@@ -32,6 +32,7 @@ from deerflow_ckpt.config.textspans import (
     terminator,
 )
 from deerflow_ckpt.config.values import (
+    ExpansionError,
     SafeLoader,
     ShimBranch,
     ShimOutcome,
@@ -658,6 +659,10 @@ def migrate_config_bytes(raw: bytes) -> MigrationResult:
     except _Unreadable as exc:
         error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
         return MigrationResult(MigrationStatus.FAILED, raw, raw, (*diagnostics, error))
+    except ExpansionError as exc:
+        return MigrationResult(
+            MigrationStatus.FAILED, raw, raw, (*diagnostics, Diagnostic(Severity.ERROR, None, str(exc)))
+        )
     except _Refusal as exc:
         diagnostics = migrator.plan.diagnostics if migrator is not None else []
         error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)

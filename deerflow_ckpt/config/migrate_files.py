@@ -15,7 +15,7 @@ from deerflow_ckpt.config.migrate import (
 )
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.fileio import write_atomically
+from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
 
 
 class WriteMode(StrEnum):
@@ -54,13 +54,9 @@ def migrate_path(path: Path, mode: WriteMode) -> FileMigration:
     """Migrate one file; rewrite it atomically only in IN_PLACE mode and only if it changes."""
     name = str(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return _unreadable(name, path, "no such file")
-    except IsADirectoryError:
-        return _unreadable(name, path, "is a directory, not a config file")
-    except OSError as exc:
-        return _unreadable(name, path, f"cannot read: {exc.strerror or exc}")
+        raw = read_config_file(path)
+    except ConfigReadError as exc:
+        return _unreadable(name, path, f"cannot read: {exc}")
     result = migrate_config_bytes(raw)
     if mode is not WriteMode.IN_PLACE or result.status is not MigrationStatus.MIGRATED:
         return FileMigration(name, path, result, False)

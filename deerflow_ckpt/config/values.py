@@ -17,6 +17,7 @@ import yaml
 
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.keys import CADENCE_KEY, DELTA_SECTION, LEGACY_CADENCE_KEY
+from deerflow_ckpt.errors import ConfigError
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -26,14 +27,64 @@ if TYPE_CHECKING:
 SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# Values a config may hold once its aliases are expanded: DeerFlow's example has about 2,000. A few
+# hundred bytes of nested aliases ("billion laughs") expand past any bound; ckpt's walks would never end.
+MAX_EXPANDED_VALUES = 100_000
+
+
+class ExpansionError(ConfigError):
+    """A document whose aliases expand past MAX_EXPANDED_VALUES (or into themselves)."""
+
+
+def check_expansion(node: yaml.Node) -> None:
+    """Count the values `node` expands to, each shared node once per use; raise past the bound."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+
+    def size(current: yaml.Node) -> int:
+        key = id(current)
+        if key in sizes:
+            return sizes[key]
+        if key in visiting:
+            raise ExpansionError("an alias refers to the node that contains it (a recursive document)")
+        visiting.add(key)
+        total = 1
+        if isinstance(current, yaml.SequenceNode):
+            total += sum(size(child) for child in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in current.value)
+        visiting.discard(key)
+        if total > MAX_EXPANDED_VALUES:
+            raise ExpansionError(
+                f"its aliases expand to more than {MAX_EXPANDED_VALUES:,} values (an alias bomb?); no config.yaml "
+                "needs that many"
+            )
+        sizes[key] = total
+        return total
+
+    size(node)
+
+
 def load_values(text: str) -> Any:
-    """The Python value DeerFlow's `yaml.safe_load` gives for `text` (one document)."""
-    return yaml.load(text, Loader=SafeLoader)
+    """The Python value DeerFlow's `yaml.safe_load` gives for `text` (one document); ExpansionError for a
+    document whose aliases expand past the bound."""
+    loader = SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_expansion(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def compose_documents(text: str) -> list[yaml.Node]:
     """The node trees of every document in `text`, with start/end marks into `text`."""
-    return list(yaml.compose_all(text, Loader=SafeLoader))
+    nodes = list(yaml.compose_all(text, Loader=SafeLoader))
+    for node in nodes:
+        check_expansion(node)
+    return nodes
 
 
 @dataclass(frozen=True)
