@@ -431,3 +431,66 @@ def test_special_and_huge_files_are_refused(tmp_path: Path) -> None:
     piped = subprocess.run([*CKPT, "migrate-config", "-"], input=b"#" * (17 * 1024 * 1024), capture_output=True,
                            timeout=30, check=False)  # fmt: skip
     assert piped.returncode == 2 and b"more than 16 MB" in piped.stderr
+
+
+# -- 8: keys that are no text (BLOB, NULL, numbers) are shown typed, never crash a report ----------------------
+
+
+def _odd_keys_copy(built_sqlite: BuiltDatabase, tmp_path: Path, loose_schema: bool) -> Path:
+    import sqlite3
+
+    database = tmp_path / ("loose.db" if loose_schema else "blob.db")
+    if not loose_schema:
+        database.write_bytes(built_sqlite.path.read_bytes())
+    with sqlite3.connect(database) as connection:
+        if loose_schema:
+            # A hand-made schema with no affinity and no NOT NULL: keys keep whatever type was stored.
+            connection.execute(f"ATTACH DATABASE '{built_sqlite.path}' AS source")
+            connection.execute("CREATE TABLE checkpoints AS SELECT * FROM source.checkpoints WHERE 0")
+            connection.execute("CREATE TABLE writes AS SELECT * FROM source.writes WHERE 0")
+            for table in ("checkpoints", "writes"):
+                connection.execute(f"INSERT INTO {table} SELECT * FROM source.{table}")
+        for table in ("checkpoints", "writes"):
+            odd = (b"\x00blob\xff" if not loose_schema else None, 4242 if loose_schema else b"\x01")
+            connection.execute(
+                f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'fault-ck101-stuffed-list'", (odd[0],)
+            )
+            connection.execute(
+                f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'fault-ck304-pruned-writes'", (odd[1],)
+            )
+    return database
+
+
+@pytest.mark.parametrize("loose_schema", [False, True], ids=["savers-schema", "loose-schema"])
+def test_odd_keys_are_shown_typed_in_every_format(
+    built_sqlite: BuiltDatabase, tmp_path: Path, loose_schema: bool
+) -> None:
+    import json
+
+    database = str(_odd_keys_copy(built_sqlite, tmp_path, loose_schema))
+    expected = {"NULL", "4242"} if loose_schema else {"x'00626c6f62ff'", "x'01'"}
+    for output_format in ("text", "json", "github", "sarif"):
+        result = runner.invoke(app, ["verify-shape", "--db", database, "--format", output_format])
+        assert result.exit_code == 1, (output_format, result.stderr)
+        assert "internal error" not in result.stderr
+        if output_format == "json":
+            threads = {f["thread_id"] for f in json.loads(result.stdout)["findings"]}
+            assert expected <= threads
+    for command in (["summary"], ["thread", "--all"]):
+        shown = runner.invoke(app, ["inspect", *command, "--db", database, "--format", "json"])
+        assert shown.exit_code == 0 and "internal error" not in shown.stderr
+
+
+def test_both_sqlite_readers_agree_on_blob_keys(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    from deerflow_ckpt.store.source import target_from_argument
+    from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+    target = target_from_argument(str(_odd_keys_copy(built_sqlite, tmp_path, False)))
+
+    def summary(compiled: bool) -> list[tuple[str, str, int, int]]:
+        reader = SqliteCheckpointReader(target, compiled=compiled)
+        return [(ln.thread_id, ln.checkpoint_ns, len(ln.records), sum(r.message_write_rows for r in ln.records))
+                for ln in reader.lineages()]  # fmt: skip
+
+    assert summary(True) == summary(False)
+    assert ("x'00626c6f62ff'", "", 25, 16) in summary(True)

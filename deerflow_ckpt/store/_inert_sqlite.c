@@ -162,6 +162,29 @@ static PyObject *key_value(const Key *key) {
     return PyBytes_FromStringAndSize((const char *)key->bytes, (Py_ssize_t)key->size);
 }
 
+/* A key as records hold it (records.key_text): text as it is, a BLOB as x'<hex>', NULL as None. The savers'
+   schema lets a BLOB into a key column; reports and parent lookups need text. */
+static PyObject *key_text_value(const Key *key) {
+    if (key->type != SQLITE_BLOB) return key_value(key);
+    PyObject *text = PyUnicode_New((Py_ssize_t)(key->size * 2 + 3), 127);
+    if (text == NULL) return NULL;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
+    static const char digits[] = "0123456789abcdef";
+    out[0] = 'x';
+    out[1] = '\'';
+    for (size_t i = 0; i < key->size; i++) {
+        out[2 + 2 * i] = (Py_UCS1)digits[key->bytes[i] >> 4];
+        out[3 + 2 * i] = (Py_UCS1)digits[key->bytes[i] & 0x0F];
+    }
+    out[2 + 2 * key->size] = '\'';
+    return text;
+}
+
+static PyObject *column_key_text(sqlite3_stmt *statement, int column) {
+    Key key;
+    return column_key(statement, column, &key) < 0 ? NULL : key_text_value(&key);
+}
+
 /* The value Python's sqlite3 module returns for a column. */
 static PyObject *column_value(sqlite3_stmt *statement, int column) {
     int type = sqlite3_column_type(statement, column);
@@ -249,8 +272,8 @@ static PyObject *clean_record(Stream *s, PyObject *thread, PyObject *ns) {
     int empty = facts.kind == MESSAGES_LIST ? facts.count == 0 : facts.kind == MESSAGES_SNAPSHOT && facts.empty;
     put(s, record, R_SEED_EMPTY, Py_NewRef(empty ? Py_True : Py_False));
     PyObject *values[] = {
-        column_value(st, CK_ID),
-        column_value(st, CK_PARENT),
+        column_key_text(st, CK_ID),
+        column_key_text(st, CK_PARENT),
         facts.version ? PyUnicode_DecodeUTF8(facts.version, facts.version_size, "strict") : Py_NewRef(Py_None),
         PyLong_FromSize_t(data_size),
         PyLong_FromSize_t(metadata_size),
@@ -464,7 +487,7 @@ static PyObject *next_lineage(Stream *s) {
     if (s->db == NULL || !s->checkpoint_row) return NULL; /* StopIteration */
     Key thread, ns;
     if (lineage_key(s->checkpoints, &thread, &ns) < 0) return NULL;
-    PyObject *thread_value = key_value(&thread), *ns_value = key_value(&ns), *deferred = PyList_New(0);
+    PyObject *thread_value = key_text_value(&thread), *ns_value = key_text_value(&ns), *deferred = PyList_New(0);
     PyObject *records = NULL, *result = NULL;
     if (thread_value == NULL || ns_value == NULL || deferred == NULL) goto done;
     /* The key is kept at the start of the arena: the statement's own bytes go with the next step. */

@@ -120,3 +120,25 @@ class Lineage:
     thread_id: str
     checkpoint_ns: str
     records: list[CheckpointRecord]
+
+
+def key_text(value: object) -> str:
+    """A key column's value as text: itself when it is text, else a typed form (`x'6869'` for a BLOB,
+    `NULL`, the number): the savers' schema allows a BLOB thread_id, and reports need text."""
+    if type(value) is str:
+        return value
+    if isinstance(value, bytes):
+        return f"x'{value.hex()}'"
+    if value is None:
+        return "NULL"
+    return repr(value)
+
+
+def text_lineage(thread_id: object, checkpoint_ns: object, records: list[CheckpointRecord]) -> Lineage:
+    """The lineage with its keys as text (key_text); the readers give its records text ids already."""
+    if type(thread_id) is not str or type(checkpoint_ns) is not str:
+        thread_id, checkpoint_ns = key_text(thread_id), key_text(checkpoint_ns)
+        for record in records:
+            record.thread_id, record.checkpoint_ns = thread_id, checkpoint_ns
+    assert type(thread_id) is str and type(checkpoint_ns) is str
+    return Lineage(thread_id, checkpoint_ns, records)

@@ -24,6 +24,9 @@ class ThreadSelection:
             if value is not None:
                 clauses.append(f"{column} {operator} {placeholder}")
                 parameters.append(value)
+        if self.upper is not None and self.lower is None:
+            # The first share also reads NULL thread ids (a schema without NOT NULL): no range holds them.
+            clauses[-1] = f"({clauses[-1]} OR {column} IS NULL)"
         if self.thread_ids is not None:
             # One parameter whatever the count: SQLite reads a JSON array, Postgres binds a text[].
             if sqlite:

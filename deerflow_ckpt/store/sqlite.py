@@ -45,6 +45,8 @@ from deerflow_ckpt.store.records import (
     Lineage,
     Problem,
     Shape,
+    key_text,
+    text_lineage,
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
@@ -284,6 +286,9 @@ def record_from_row(
     """One checkpoint row as a record; tests compare the paths: `native=False` skips the compiled judge,
     `lean=False` forces the full inert decode."""
     thread_id, ns, checkpoint_id, parent_id, kind, data, raw_metadata = row
+    if type(checkpoint_id) is not str or (parent_id is not None and type(parent_id) is not str):
+        checkpoint_id = key_text(checkpoint_id)
+        parent_id = None if parent_id is None else key_text(parent_id)
     native = native and lean
     facts = metadata_summary(raw_metadata) if native and metadata_summary and raw_metadata is not None else None
     problems: list[Problem] = []
@@ -388,7 +393,7 @@ class SqliteCheckpointReader:
                 records = [_counted_record(row, decoder) if type(row) is tuple else row for row in rows]
                 for index, task_id, channel, kind, data in deferred:
                     fold_contents(records[index], task_id, channel, kind, data, decoder)
-                yield Lineage(thread_id, ns, records)
+                yield text_lineage(thread_id, ns, records)
         except ReadError as exc:
             raise StoreError(f"reading {path} failed: {exc}") from exc
         finally:
@@ -412,13 +417,13 @@ class SqliteCheckpointReader:
                 if key != current_key:
                     if current_key is not None:
                         pending_write = _attach_writes(records, current_key, writes, pending_write, decoder)
-                        yield Lineage(current_key[0], current_key[1], records)
+                        yield text_lineage(current_key[0], current_key[1], records)
                     current_key, records = key, []
                 thread_id, ns = row[0], row[1]
             records.append(record_from_row(row, decoder))
         if current_key is not None:
             _attach_writes(records, current_key, writes, pending_write, decoder)
-            yield Lineage(current_key[0], current_key[1], records)
+            yield text_lineage(current_key[0], current_key[1], records)
 
 
 # The compiled reader's messages kinds (native.MESSAGES_*), as shapes.
@@ -503,6 +508,18 @@ def _counted_record(entry: tuple[Any, ...], decoder: InertDecoder) -> Checkpoint
     return record
 
 
+def _sqlite_order(value: object) -> tuple[int, Any]:
+    """Where SQLite's ORDER BY puts a key value (BINARY collation): NULL, numbers, text, then BLOBs.
+    Python cannot compare a str with bytes or None; the writes stream still has to be merged in order."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value.encode("utf-8", "surrogatepass"))
+    return (3, bytes(value))  # type: ignore[call-overload]
+
+
 def _attach_writes(
     records: list[CheckpointRecord],
     key: tuple[str, str],
@@ -512,10 +529,11 @@ def _attach_writes(
 ) -> tuple[Any, ...] | None:
     """Consume the write rows of lineage `key` (both streams share one order) into its records."""
     folder = WriteFolder(records, decoder)
+    lineage_order = (_sqlite_order(key[0]), _sqlite_order(key[1]))
     while pending is not None:
         thread_id, ns, checkpoint_id, task_id, channel, kind, value = pending
         if thread_id != key[0] or (ns or "") != key[1]:
-            if (thread_id, ns or "") > key:
+            if (_sqlite_order(thread_id), _sqlite_order(ns or "")) > lineage_order:
                 break
         else:
             folder.add(checkpoint_id, task_id, channel, kind, value)
