@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -494,3 +496,113 @@ def test_both_sqlite_readers_agree_on_blob_keys(built_sqlite: BuiltDatabase, tmp
 
     assert summary(True) == summary(False)
     assert ("x'00626c6f62ff'", "", 25, 16) in summary(True)
+
+
+# -- 6: a Postgres scan never hangs: network, locks, and the role's own statement_timeout -------------------
+
+
+class _StallingProxy:
+    """A TCP proxy to the test server that stops forwarding server bytes after `budget` of them, keeping
+    both connections open: what a broken middlebox does."""
+
+    def __init__(self, budget: int) -> None:
+        import socket
+        import threading
+
+        self.budget = budget
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", 5432))
+            self.sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, self), daemon=True).start()
+
+    def _pump(self, source: Any, sink: Any, metered: _StallingProxy | None) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if metered is not None:
+                if metered.budget <= 0:
+                    continue  # swallow: the client waits for bytes that never come
+                metered.budget -= len(data)
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+@pytest.mark.postgres
+def test_a_proxy_that_stops_forwarding_ends_the_scan(built_postgres: BuiltDatabase) -> None:
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    proxy = _StallingProxy(budget=200_000)
+    try:
+        parts = urlsplit(built_postgres.db)
+        dsn = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
+        started = time.monotonic()
+        result = subprocess.run([*CKPT, "verify-shape", "--db", dsn, "--jobs", "1", "--network-timeout", "3s"],
+                                capture_output=True, timeout=90, check=False)  # fmt: skip
+        assert time.monotonic() - started < 60
+        assert result.returncode == 2
+        errors = [line for line in result.stderr.decode().splitlines() if line.startswith("ckpt: error")]
+        assert len(errors) == 1 and "no data from the server for 3 s" in errors[0]
+    finally:
+        proxy.close()
+
+
+@pytest.mark.postgres
+def test_a_scan_behind_an_exclusive_lock_stops_with_one_line(built_postgres: BuiltDatabase) -> None:
+    import psycopg
+
+    with psycopg.connect(built_postgres.db) as holder:
+        holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
+        result = subprocess.run([*CKPT, "verify-shape", "--db", built_postgres.db, "--jobs", "1"],
+                                capture_output=True, timeout=90, check=False)  # fmt: skip
+        holder.rollback()
+    assert result.returncode == 2
+    assert "lock timeout" in result.stderr.decode() and result.stderr.decode().count("\n") == 2
+
+
+@pytest.mark.postgres
+def test_the_roles_statement_timeout_is_respected(
+    built_postgres: BuiltDatabase, pg_readonly_role: Callable[..., str]
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    dsn = pg_readonly_role(built_postgres.db)
+    role = psycopg.conninfo.conninfo_to_dict(dsn).get("user") or urlsplit_user(dsn)
+    with psycopg.connect(built_postgres.db, autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER ROLE {} SET statement_timeout = '1ms'").format(sql.Identifier(role)))
+    strict = runner.invoke(app, ["verify-shape", "--db", dsn, "--jobs", "1"])
+    assert strict.exit_code == 2 and "statement timeout" in strict.stderr
+    relaxed = runner.invoke(app, ["verify-shape", "--db", dsn, "--jobs", "1", "--statement-timeout", "5m"])
+    assert relaxed.exit_code == 1, relaxed.stderr
+
+
+def urlsplit_user(dsn: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(dsn).username or ""

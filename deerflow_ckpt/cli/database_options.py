@@ -59,6 +59,19 @@ ROLLING_WINDOW_OPTION = typer.Option(
     metavar="DURATION",
     help="How long two cadences may both write after a change before it counts as concurrent writers.",
 )
+NETWORK_TIMEOUT_OPTION = typer.Option(
+    "120s",
+    "--network-timeout",
+    metavar="DURATION",
+    help="Postgres: give up when the server sends nothing for this long (a dead network or proxy).",
+)
+STATEMENT_TIMEOUT_OPTION = typer.Option(
+    None,
+    "--statement-timeout",
+    metavar="DURATION",
+    help="Postgres: a statement_timeout for the scan (default: the role's or the server's, unchanged).",
+    show_default=False,
+)
 IMMUTABLE_OPTION = typer.Option(
     False,
     "--immutable",
@@ -80,6 +93,24 @@ class DatabaseSelection:
     config_path: Path | None
     expected_cadence: int | None
     cadence_source: str
+
+
+def with_timeouts(selection: DatabaseSelection, network: str, statement: str | None) -> DatabaseSelection:
+    """The selection with --network-timeout and --statement-timeout applied to a Postgres target."""
+    from dataclasses import replace
+
+    from deerflow_ckpt.store.source import PostgresTarget
+
+    target = selection.choice.target
+    if not isinstance(target, PostgresTarget):
+        return selection
+    timeouts = replace(
+        target.timeouts,
+        network=parse_duration(network, "--network-timeout") / 1e9,
+        statement=None if statement is None else parse_duration(statement, "--statement-timeout") / 1e9,
+    )
+    choice = replace(selection.choice, target=replace(target, timeouts=timeouts))
+    return replace(selection, choice=choice)
 
 
 def input_files(selection: DatabaseSelection) -> list[tuple[Path, str]]:

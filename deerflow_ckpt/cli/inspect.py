@@ -77,11 +77,14 @@ def _open(
     cadence: int | None,
     immutable: bool,
     settings: Callable[[int | None], InspectSettings],
+    timeouts: tuple[str, str | None] = ("120s", None),
 ) -> tuple[LineageReader, InspectionScope]:
     from deerflow_ckpt.analysis.capacity import InspectionScope
     from deerflow_ckpt.scan import open_reader
 
-    selection = database_options.select(db, schema, config, cadence, immutable)
+    selection = database_options.with_timeouts(
+        database_options.select(db, schema, config, cadence, immutable), *timeouts
+    )
     target = selection.choice.target
     message(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
     reader, backend = open_reader(target)
@@ -235,6 +238,8 @@ def thread(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
@@ -255,6 +260,7 @@ def thread(
         cadence,
         immutable,
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
+        (network_timeout, statement_timeout),
     )
     if thread_ids:
         # Read every named thread first: an unknown one fails before any output is written.
@@ -291,6 +297,8 @@ def summary(
     immutable: bool = database_options.IMMUTABLE_OPTION,
     clock_skew: str = database_options.CLOCK_SKEW_OPTION,
     rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
+    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
@@ -308,6 +316,7 @@ def summary(
         cadence,
         immutable,
         lambda expected: InspectSettings(expected, (), max_supersteps, timeline_settings),
+        (network_timeout, statement_timeout),
     )
     result = DatabaseSummary(heaviest_limit=heaviest)
     show = output_format is InspectFormat.text and sys.stderr.isatty()

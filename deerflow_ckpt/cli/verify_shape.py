@@ -31,6 +31,8 @@ def verify_shape(
         None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
     ),
     since: str | None = database_options.SINCE_OPTION,
+    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     clock_skew: str = database_options.CLOCK_SKEW_OPTION,
     rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
     output_format: ReportFormat = ci_options.FORMAT_OPTION,
@@ -65,6 +67,7 @@ def verify_shape(
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
     selection = database_options.select(db, schema, config, cadence, immutable)
+    selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     ci_options.refuse_output_onto(output, database_options.input_files(selection))
     message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(

@@ -16,7 +16,7 @@ import msgspec
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
-from deerflow_ckpt.store.prefetch import Prefetcher
+from deerflow_ckpt.store.prefetch import NetworkTimeout, Prefetcher
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
@@ -33,7 +33,8 @@ _SIZES_SQL = "octet_length(c.checkpoint::text), octet_length(c.metadata::text)"
 _NO_SIZES_SQL = "0, 0"
 # Rows fetched per round trip by the server-side cursors.
 FETCH_ROWS = 2000
-STATEMENT_TIMEOUT_MS = 600_000
+# TCP keepalives: a peer that stops answering is found dead within about a minute.
+_KEEPALIVES = "keepalives=1 keepalives_idle=30 keepalives_interval=10 keepalives_count=3"
 HEAD_BYTES = 8
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
@@ -108,12 +109,28 @@ def _as_int(text: str | None) -> int | None:
 
 def _connect(target: PostgresTarget) -> Any:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types.json import set_json_loads
 
-    # jit off: compiling the scan's expressions costs more than it saves on one pass over the rows.
-    options = f"-c default_transaction_read_only=on -c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off"
+    timeouts = target.timeouts
+    # jit off: compiling the scan's expressions costs more than it saves on one pass over the rows. The
+    # server ends our session if it sits idle in its transaction past the network timeout (the client is
+    # gone), and gives up on a lock after lock_timeout. statement_timeout stays the role's unless asked.
+    settings = [
+        "default_transaction_read_only=on",
+        "jit=off",
+        f"lock_timeout={int(timeouts.lock * 1000)}",
+        f"idle_in_transaction_session_timeout={int((timeouts.network + 30) * 1000)}",
+    ]
+    if timeouts.statement is not None:
+        settings.append(f"statement_timeout={int(timeouts.statement * 1000)}")
+    options = " ".join(f"-c {setting}" for setting in settings)
     try:
-        connection = psycopg.connect(target.conninfo, options=options, autocommit=False, connect_timeout=15)
+        # The DSN's own options (a search_path, say) stay; ours follow them.
+        existing = conninfo_to_dict(target.conninfo).get("options")
+        options = f"{existing} {options}" if existing else options
+        conninfo = make_conninfo(target.conninfo, options=options, connect_timeout=timeouts.connect)
+        connection = psycopg.connect(f"{conninfo} {_KEEPALIVES}", autocommit=False)
     except Exception as exc:  # psycopg raises many kinds; the message may echo the DSN
         raise StoreError(f"cannot connect to {target.describe()}: {redact(str(exc)).strip()}") from None
     # Belt and braces over the session default: every transaction begins READ ONLY.
@@ -206,14 +223,21 @@ class PostgresCheckpointReader:
         import psycopg
 
         connection = _connect(self.target)
+        abandoned = False
         try:
             tables = _table_names(connection, self.target.schema)
             yield from self._stream(connection, tables, selection, _byte_ordered(connection))
             connection.rollback()
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
+        except NetworkTimeout as exc:
+            # The fetching thread is stuck in libpq with the connection: leave both to the process's exit;
+            # the server ends the session after idle_in_transaction_session_timeout.
+            abandoned = True
+            raise StoreError(f"reading {self.target.describe()} stopped: {exc} (--network-timeout)") from None
         finally:
-            connection.close()
+            if not abandoned:
+                connection.close()
 
     def _cursor(self, connection: Any, name: str, query: Any, parameters: tuple[Any, ...]) -> Any:
         # Binary results: bytea arrives as it is stored instead of as hex text to decode.
@@ -304,7 +328,7 @@ class PostgresCheckpointReader:
             ),
             parameters,
         )
-        prefetcher = Prefetcher([checkpoints, writes, blobs], FETCH_ROWS)
+        prefetcher = Prefetcher([checkpoints, writes, blobs], FETCH_ROWS, read_timeout=self.target.timeouts.network)
         try:
             yield from self._merge(prefetcher.rows(0), prefetcher.rows(1), prefetcher.rows(2))
         finally:

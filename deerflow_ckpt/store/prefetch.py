@@ -10,16 +10,27 @@ libpq with the GIL released, so the two overlap. Memory stays bounded: depth x c
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 
-class Prefetcher:
-    """Rows of `cursors` (each with fetchmany), fetched ahead by one thread; close() before the connection."""
+class NetworkTimeout(Exception):
+    """No batch arrived for the read timeout: the server or the network stopped answering."""
 
-    def __init__(self, cursors: list[Any], batch_rows: int, depth: int = 2) -> None:
+
+class Prefetcher:
+    """Rows of `cursors` (each with fetchmany), fetched ahead by one thread; close() before the connection.
+
+    `read_timeout`: seconds the reader waits for a batch before NetworkTimeout; the fetching thread, stuck
+    in libpq, is then abandoned (a daemon thread) and its connection must not be touched again.
+    """
+
+    def __init__(self, cursors: list[Any], batch_rows: int, depth: int = 2, read_timeout: float | None = None) -> None:
         self._cursors = cursors
+        self._read_timeout = read_timeout
+        self.stuck = False
         self._batch_rows = batch_rows
         self._depth = depth
         self._ready: list[deque[list[Any]]] = [deque() for _ in cursors]
@@ -35,8 +46,13 @@ class Prefetcher:
         ready, changed = self._ready[index], self._changed
         while True:
             with changed:
+                deadline = None if self._read_timeout is None else time.monotonic() + self._read_timeout
                 while not ready and not self._exhausted[index] and self._error is None:
-                    changed.wait()
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        self.stuck = True
+                        raise NetworkTimeout(f"no data from the server for {self._read_timeout:g} s")
+                    changed.wait(left)
                 if self._error is not None:
                     raise self._error
                 if not ready:
@@ -50,7 +66,8 @@ class Prefetcher:
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
-        self._thread.join()
+        if not self.stuck:
+            self._thread.join()
 
     def _next_wanted(self) -> int | None:
         """The open cursor with the fewest batches ready (the reader may be waiting on it), or None."""

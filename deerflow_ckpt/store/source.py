@@ -39,10 +39,25 @@ class SqliteTarget:
 
 
 @dataclass(frozen=True)
+class PostgresTimeouts:
+    """How long a Postgres scan waits, in seconds (docs in the README's security section)."""
+
+    # Each host's connection attempt (libpq's connect_timeout).
+    connect: int = 10
+    # No data from the server for this long (a dead network, a proxy that stopped forwarding): give up.
+    network: float = 120.0
+    # Waiting behind another session's lock (an exclusive lock held by a migration, say).
+    lock: float = 10.0
+    # Ours, only when asked: otherwise the role's or the server's statement_timeout applies unchanged.
+    statement: float | None = None
+
+
+@dataclass(frozen=True)
 class PostgresTarget:
     # libpq conninfo or URL with the scheme normalised; holds the password, so never print it.
     conninfo: str
     schema: str = ""
+    timeouts: PostgresTimeouts = PostgresTimeouts()
 
     def describe(self) -> str:
         where = f" schema {self.schema}" if self.schema else ""
