@@ -74,6 +74,13 @@ def _terminable() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _current_bytes(target: Path) -> bytes | None:
+    try:
+        return target.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def remove_stale_temporaries(target: Path) -> None:
     """Delete temporary files a killed run left beside `target` (our own pattern, older than a minute)."""
     cutoff = time.time() - STALE_AFTER_S
@@ -83,23 +90,63 @@ def remove_stale_temporaries(target: Path) -> None:
                 leftover.unlink()
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`, keeping its mode (and owner where allowed).
+def write_atomically(path: Path, data: bytes, expected: bytes | None = None) -> None:
+    """Replace `path` with `data`, keeping its mode, owner (where allowed) and extended attributes.
 
-    A symlink is followed, so the link keeps pointing at the rewritten target. SIGTERM during the write
-    removes the temporary file before exiting; a killed run's leftovers go on the next write.
+    A symlink is followed, so the link keeps pointing at the rewritten target. Refused: a file whose mode
+    denies this user writing (even to root), a file owned by someone else (unless root, who keeps the
+    owner), and a file with other hard links (a rename would leave them on the old bytes). With
+    `expected`, the file must still hold those bytes just before the rename (a concurrent edit wins).
+    SIGTERM during the write removes the temporary file; a killed run's leftovers go on the next write.
     """
     target = Path(os.path.realpath(path))
-    remove_stale_temporaries(target)
-    with _terminable():
-        _replace(target, data)
-
-
-def _replace(target: Path, data: bytes) -> None:
     try:
-        status = target.stat()
+        status: os.stat_result | None = target.stat()
     except FileNotFoundError:
         status = None
+    if status is not None:
+        _refuse_unsafe_rewrite(target, status)
+    remove_stale_temporaries(target)
+    with _terminable():
+        _replace(target, data, status, expected)
+
+
+def _refuse_unsafe_rewrite(target: Path, status: os.stat_result) -> None:
+    uid = os.geteuid()
+    # Root may write anything: it still respects a mode that denies writing to the file's own owner.
+    if status.st_uid == uid or uid == 0:
+        writable = bool(status.st_mode & stat.S_IWUSR)
+    elif status.st_gid in os.getgroups() or status.st_gid == os.getegid():
+        writable = bool(status.st_mode & stat.S_IWGRP)
+    else:
+        writable = bool(status.st_mode & stat.S_IWOTH)
+    if not writable:
+        raise OutputError(
+            f"cannot rewrite {target}: its mode {stat.filemode(status.st_mode)} does not let you write it"
+        )
+    if status.st_uid != uid and uid != 0:
+        raise OutputError(f"cannot rewrite {target}: it belongs to another user, and a rewrite would make it yours")
+    if status.st_nlink > 1:
+        raise OutputError(
+            f"cannot rewrite {target}: it has {status.st_nlink} hard links, which a rewrite would leave on the old "
+            "bytes; edit it in place by hand"
+        )
+
+
+def _copy_extended_attributes(source: Path, destination: str) -> None:
+    """xattrs (POSIX ACLs among them) onto the new file, where the system has and allows them."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(source)
+    except OSError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(destination, name, os.getxattr(source, name))
+
+
+def _replace(target: Path, data: bytes, status: os.stat_result | None, expected: bytes | None) -> None:
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
     except OSError as exc:
@@ -115,6 +162,9 @@ def _replace(target: Path, data: bytes) -> None:
                 # Only root may give a file away; anyone else keeps their own ownership.
                 with contextlib.suppress(PermissionError):
                     os.chown(temporary, status.st_uid, status.st_gid)
+            _copy_extended_attributes(target, temporary)
+        if expected is not None and _current_bytes(target) != expected:
+            raise OutputError(f"{target} changed while ckpt was working on it; nothing written, run it again")
         os.replace(temporary, target)
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):

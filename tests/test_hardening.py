@@ -606,3 +606,78 @@ def urlsplit_user(dsn: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(dsn).username or ""
+
+
+# -- 12: in-place rewrites respect what the file says about itself ------------------------------------------
+
+
+def test_rewrites_refuse_read_only_and_hard_linked_files(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(LEGACY)
+    config.chmod(0o444)
+    result = runner.invoke(app, ["migrate-config", str(config)])
+    assert result.exit_code == 2 and "does not let you write it" in result.stdout + result.stderr
+    assert config.read_text() == LEGACY
+    config.chmod(0o644)
+    link = tmp_path / "linked.yaml"
+    link.hardlink_to(config)
+    result = runner.invoke(app, ["migrate-config", str(config)])
+    assert result.exit_code == 2 and "hard links" in result.stdout + result.stderr
+    assert config.read_text() == LEGACY == link.read_text()
+
+
+def test_rewrites_keep_owner_and_extended_attributes(tmp_path: Path) -> None:
+    import os
+
+    config = tmp_path / "config.yaml"
+    config.write_text(LEGACY)
+    os.setxattr(config, "user.origin", b"ops-repo")
+    if os.geteuid() == 0:
+        os.chown(config, 12345, 12345)  # root rewrites another user's file and gives it back
+    result = runner.invoke(app, ["migrate-config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    assert "checkpoint_delta:" in config.read_text()
+    assert os.getxattr(config, "user.origin") == b"ops-repo"
+    if os.geteuid() == 0:
+        assert (config.stat().st_uid, config.stat().st_gid) == (12345, 12345)
+
+
+def test_a_concurrent_edit_is_never_overwritten(tmp_path: Path) -> None:
+    from deerflow_ckpt.errors import OutputError
+    from deerflow_ckpt.fileio import write_atomically
+
+    config = tmp_path / "config.yaml"
+    config.write_text(LEGACY)
+    read_then = config.read_bytes()
+    config.write_text(LEGACY + "# someone else's edit\n")  # between our read and our rename
+    with pytest.raises(OutputError, match="changed while ckpt was working on it"):
+        write_atomically(config, b"migrated\n", expected=read_then)
+    assert config.read_text().endswith("# someone else's edit\n")
+    assert not list(tmp_path.glob("*.ckpt-tmp"))
+
+
+def test_another_users_file_is_not_taken_over() -> None:
+    """As `nobody`, in a directory anyone may write: rewriting root's config would make it nobody's."""
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root (CI runs as root)")
+    directory = Path(tempfile.mkdtemp(prefix="ckpt-owner-"))
+    try:
+        directory.chmod(0o777)
+        config = directory / "config.yaml"
+        config.write_text(LEGACY)
+        config.chmod(0o666)
+        setpriv = shutil.which("setpriv")
+        assert setpriv is not None
+        command = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *CKPT, "migrate-config", str(config)]
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=False, env={**os.environ, "HOME": "/tmp"}
+        )
+        assert result.returncode == 2, result.stderr + result.stdout
+        assert "belongs to another user" in result.stdout + result.stderr
+        assert config.read_text() == LEGACY and config.stat().st_uid == 0
+    finally:
+        shutil.rmtree(directory)

@@ -61,7 +61,7 @@ def migrate_path(path: Path, mode: WriteMode) -> FileMigration:
     if mode is not WriteMode.IN_PLACE or result.status is not MigrationStatus.MIGRATED:
         return FileMigration(name, path, result, False)
     try:
-        write_atomically(path, result.migrated)
+        write_atomically(path, result.migrated, expected=raw)
     except OutputError as exc:
         failed = MigrationResult(
             MigrationStatus.FAILED,
