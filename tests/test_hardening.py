@@ -681,3 +681,75 @@ def test_another_users_file_is_not_taken_over() -> None:
         assert config.read_text() == LEGACY and config.stat().st_uid == 0
     finally:
         shutil.rmtree(directory)
+
+
+# -- 1: snapshot payloads get the same checks as any payload (SQLite) ---------------------------------------
+
+
+def _rewrite_snapshot(db: str, thread_id: str, checkpoint_id: str, payload: bytes) -> None:
+    """Replace the _DeltaSnapshot in a checkpoint blob by one holding `payload` (targeted SQL)."""
+    import sqlite3
+
+    import ormsgpack
+
+    from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT
+
+    with sqlite3.connect(db) as connection:
+        (blob,) = connection.execute(
+            "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?", (thread_id, checkpoint_id)
+        ).fetchone()
+        # Ext values are kept as (code, bytes) pairs, then packed back as they were.
+        checkpoint = ormsgpack.unpackb(blob, ext_hook=lambda code, data: ("ext", code, data))
+        assert checkpoint["channel_values"]["messages"][1] == EXT_DELTA_SNAPSHOT
+        checkpoint["channel_values"]["messages"] = ("ext", EXT_DELTA_SNAPSHOT, payload)
+
+        def repacked(value: Any) -> Any:
+            if isinstance(value, tuple) and len(value) == 3 and value[0] == "ext":
+                return ormsgpack.Ext(value[1], value[2])
+            if isinstance(value, dict):
+                return {key: repacked(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [repacked(item) for item in value]
+            return value
+
+        checkpoint = repacked(checkpoint)
+        connection.execute(
+            "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+            (ormsgpack.packb(checkpoint), thread_id, checkpoint_id),
+        )
+
+
+def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> None:
+    import json
+
+    import ormsgpack
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_POS_ARGS
+    from fixtures.dbbuilder.build import build_sqlite
+
+    db = str(tmp_path / "snapshots.db")
+    manifest = build_sqlite(db, ["clean-delta"])
+    evil, broken = manifest.threads[0], manifest.threads[1]
+    marker = tmp_path / "ran"
+    command = ormsgpack.packb(("os", "system", [f"touch {marker}"]))
+    _rewrite_snapshot(db, evil.thread_id, evil.snapshot_ids()[-1],
+                      ormsgpack.packb([ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, command)]))  # fmt: skip
+    _rewrite_snapshot(db, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
+    result = runner.invoke(app, ["verify-shape", "--db", db, "--format", "json"])
+    assert result.exit_code == 1, result.stderr
+    found = {(f["rule"], f["thread_id"], f["checkpoint_id"]) for f in json.loads(result.stdout)["findings"]}
+    assert ("CK105", evil.thread_id, evil.snapshot_ids()[-1]) in found
+    assert ("CK104", broken.thread_id, broken.snapshot_ids()[-1]) in found
+    assert not marker.exists()  # ckpt named it and ran nothing
+    # What makes it matter: LangGraph's default loader runs the command when it reads that checkpoint.
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        saver = SqliteSaver(connection, serde=JsonPlusSerializer(allowed_msgpack_modules=True))
+        config = {
+            "configurable": {"thread_id": evil.thread_id, "checkpoint_ns": "", "checkpoint_id": evil.snapshot_ids()[-1]}
+        }
+        saver.get_tuple(config)  # type: ignore[arg-type]
+    assert marker.exists()

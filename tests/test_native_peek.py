@@ -222,7 +222,15 @@ def _string(payload: bytes) -> bytes:
         pytest.param(
             ormsgpack.packb(ormsgpack.Ext(5, ormsgpack.packb(["langgraph.types"]))), False, id="payload-too-short"
         ),
-        pytest.param(ormsgpack.packb(ormsgpack.Ext(7, b"\xc1garbage")), True, id="snapshot-payload-not-read"),
+        pytest.param(ormsgpack.packb(ormsgpack.Ext(7, b"\xc1garbage")), False, id="snapshot-payload-undecodable"),
+        pytest.param(
+            ormsgpack.packb(ormsgpack.Ext(7, ormsgpack.packb([_message()]))), True, id="snapshot-payload-trusted"
+        ),
+        pytest.param(
+            ormsgpack.packb(ormsgpack.Ext(7, ormsgpack.packb([_message("os", "system")]))),
+            False,
+            id="snapshot-payload-foreign",
+        ),
     ],
 )
 def test_crafted_edges(data: bytes, vouched: bool) -> None:

@@ -76,15 +76,19 @@ def test_method_other_than_fromisoformat_is_untrusted() -> None:
     assert [t.describe() for t in decoder.untrusted_types()] == ["datetime.datetime.fromtimestamp"]
 
 
-def test_snapshot_payload_is_walked_only_when_deep() -> None:
+def test_snapshot_payload_is_always_walked_and_kept_only_when_deep() -> None:
+    """LangGraph's loader constructs every message of a snapshot: a foreign type in it is always named."""
     inner = ormsgpack.packb(("evil", "thing", []))
     listing = ormsgpack.packb([ormsgpack.Ext(peek.EXT_CONSTRUCTOR_POS_ARGS, inner)])
     data = ormsgpack.packb({"messages": ormsgpack.Ext(peek.EXT_DELTA_SNAPSHOT, listing)})
     shallow, deep = peek.InertDecoder(deep=False), peek.InertDecoder(deep=True)
-    assert shallow.decode(data)["messages"].code == peek.EXT_DELTA_SNAPSHOT
-    assert shallow.untrusted_types() == []
-    deep.decode(data)
+    snapshot = shallow.decode(data)["messages"]
+    assert snapshot.code == peek.EXT_DELTA_SNAPSHOT and snapshot.payload is None
+    assert [t.describe() for t in shallow.untrusted_types()] == ["evil.thing"]
+    assert deep.decode(data)["messages"].payload is not None
     assert [t.describe() for t in deep.untrusted_types()] == ["evil.thing"]
+    with pytest.raises(peek.UndecodableError):
+        shallow.decode(ormsgpack.packb({"messages": ormsgpack.Ext(peek.EXT_DELTA_SNAPSHOT, b"\xc1garbage")}))
 
 
 @pytest.mark.parametrize(

@@ -225,6 +225,16 @@ static int walk_named_ext(Cursor *outer, const unsigned char *payload, size_t si
     return 1;
 }
 
+static int walk(Cursor *c, ExtName *name);
+
+/* A _DeltaSnapshot's payload: the message list LangGraph's loader constructs on read, judged like any
+   value (well formed, only trusted types), to its last byte. */
+static int walk_snapshot_payload(const Cursor *outer, const unsigned char *payload, size_t size) {
+    if (outer->ext_depth >= MAX_EXT_DEPTH || outer->depth >= MAX_DEPTH) return 0;
+    Cursor inner = {payload, payload + size, outer->depth + 1, outer->ext_depth + 1};
+    return walk(&inner, NULL) && inner.at == inner.end;
+}
+
 /* Walk one value; 1 when it is well formed and names only trusted types. */
 static int walk(Cursor *c, ExtName *name) {
     if (remaining(c) < 1) return 0;
@@ -250,8 +260,7 @@ static int walk(Cursor *c, ExtName *name) {
     if (is_ext_marker(marker)) {
         int code;
         if (!read_ext(c, &code, &bytes, &size)) return 0;
-        /* Snapshot payloads repeat earlier writes and are only judged in deep mode, which this path skips. */
-        if (code == EXT_DELTA_SNAPSHOT) return 1;
+        if (code == EXT_DELTA_SNAPSHOT) return walk_snapshot_payload(c, bytes, size);
         if (code < 0 || code > 5 || code == EXT_METHOD_SINGLE_ARG) return 0;
         return walk_named_ext(c, bytes, size, name);
     }
@@ -376,6 +385,7 @@ static int classify_messages(Cursor *c, int *kind, size_t *count, int *empty) {
         size_t size;
         if (!read_ext(&probe, &code, &payload, &size)) return 0;
         if (code == EXT_DELTA_SNAPSHOT) {
+            if (!walk_snapshot_payload(c, payload, size)) return 0;
             *kind = MESSAGES_SNAPSHOT;
             *count = size;
             *empty = size == 1 && payload[0] == 0x90;

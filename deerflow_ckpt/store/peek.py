@@ -130,8 +130,8 @@ class NamedType:
 class InertDecoder:
     """Decodes msgpack with an ext hook that records type names and never imports anything.
 
-    Snapshot payloads are the largest values in a database and repeat earlier writes; they are only
-    walked for foreign types when `deep` is set.
+    Snapshot payloads are walked for foreign types and garbage like any value; their decoded message
+    list is kept only when `deep` is set (it is the largest value in a database).
     """
 
     __slots__ = ("_depth", "_trusted", "deep", "untrusted")
@@ -155,8 +155,6 @@ class InertDecoder:
         return sorted(set(self.untrusted), key=NamedType.describe)
 
     def _hook(self, code: int, data: bytes) -> ExtValue:
-        if code == EXT_DELTA_SNAPSHOT and not self.deep:
-            return _new_tuple(ExtValue, (code, None, None, None, None, len(data), data == b"\x90"))
         if self._depth >= MAX_EXT_DEPTH:
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
@@ -165,7 +163,9 @@ class InertDecoder:
         finally:
             self._depth -= 1
         if code == EXT_DELTA_SNAPSHOT:
-            return ExtValue(code, None, None, None, payload, len(data), data == b"\x90")
+            # Walked either way (LangGraph's loader constructs every message in it); kept only when deep.
+            kept = payload if self.deep else None
+            return ExtValue(code, None, None, None, kept, len(data), data == b"\x90")
         module = name = method = None
         if code in _NAMED_TYPE_CODES and type(payload) is list and len(payload) >= 2:
             module, name = payload[0], payload[1]

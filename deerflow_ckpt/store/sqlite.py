@@ -172,6 +172,8 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
     else:
         size = snapshot_payload_size(messages)
         if size is not None:
+            if not _decode_clean(messages, decoder)[0]:
+                return False  # the full decode reports what the snapshot's payload names or breaks
             record.messages = Shape.SNAPSHOT
             record.seed_empty = snapshot_is_empty(messages, size)
             record.snapshot_bytes = size
