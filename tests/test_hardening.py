@@ -686,6 +686,16 @@ def test_another_users_file_is_not_taken_over() -> None:
 # -- 1: snapshot payloads get the same checks as any payload (SQLite) ---------------------------------------
 
 
+def _messages_running(command: str) -> bytes:
+    """A message list whose one item LangGraph's default loader builds by calling os.system(command)."""
+    import ormsgpack
+
+    from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_POS_ARGS
+
+    call = ormsgpack.packb(("os", "system", [command]))
+    return ormsgpack.packb([ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, call)])
+
+
 def _rewrite_snapshot(db: str, thread_id: str, checkpoint_id: str, payload: bytes) -> None:
     """Replace the _DeltaSnapshot in a checkpoint blob by one holding `payload` (targeted SQL)."""
     import sqlite3
@@ -722,20 +732,16 @@ def _rewrite_snapshot(db: str, thread_id: str, checkpoint_id: str, payload: byte
 def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> None:
     import json
 
-    import ormsgpack
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_POS_ARGS
     from fixtures.dbbuilder.build import build_sqlite
 
     db = str(tmp_path / "snapshots.db")
     manifest = build_sqlite(db, ["clean-delta"])
     evil, broken = manifest.threads[0], manifest.threads[1]
     marker = tmp_path / "ran"
-    command = ormsgpack.packb(("os", "system", [f"touch {marker}"]))
-    _rewrite_snapshot(db, evil.thread_id, evil.snapshot_ids()[-1],
-                      ormsgpack.packb([ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, command)]))  # fmt: skip
+    _rewrite_snapshot(db, evil.thread_id, evil.snapshot_ids()[-1], _messages_running(f"touch {marker}"))
     _rewrite_snapshot(db, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
     result = runner.invoke(app, ["verify-shape", "--db", db, "--format", "json"])
     assert result.exit_code == 1, result.stderr
@@ -748,6 +754,65 @@ def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> 
 
     with sqlite3.connect(db) as connection:
         saver = SqliteSaver(connection, serde=JsonPlusSerializer(allowed_msgpack_modules=True))
+        config = {
+            "configurable": {"thread_id": evil.thread_id, "checkpoint_ns": "", "checkpoint_id": evil.snapshot_ids()[-1]}
+        }
+        saver.get_tuple(config)  # type: ignore[arg-type]
+    assert marker.exists()
+
+
+# -- 1: snapshot payloads get the same checks as any payload (Postgres: the checkpoint_blobs row) ----------
+
+
+def _rewrite_snapshot_blob(dsn: str, thread_id: str, checkpoint_id: str, payload: bytes) -> None:
+    """Replace the _DeltaSnapshot blob a checkpoint's messages version names by one holding `payload`."""
+    import ormsgpack
+    import psycopg
+
+    from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT, head_is_snapshot
+
+    with psycopg.connect(dsn) as connection:
+        (version,) = connection.execute(
+            "SELECT checkpoint->'channel_versions'->>'messages' FROM checkpoints "
+            "WHERE thread_id = %s AND checkpoint_id = %s",
+            (thread_id, checkpoint_id),
+        ).fetchone()
+        (blob,) = connection.execute(
+            "SELECT blob FROM checkpoint_blobs WHERE thread_id = %s AND channel = 'messages' AND version = %s",
+            (thread_id, version),
+        ).fetchone()
+        assert head_is_snapshot(bytes(blob[:8]))
+        connection.execute(
+            "UPDATE checkpoint_blobs SET blob = %s WHERE thread_id = %s AND channel = 'messages' AND version = %s",
+            (ormsgpack.packb(ormsgpack.Ext(EXT_DELTA_SNAPSHOT, payload)), thread_id, version),
+        )
+
+
+@pytest.mark.postgres
+def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_database: str, tmp_path: Path) -> None:
+    import json
+
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from fixtures.dbbuilder.build import build_postgres
+
+    manifest = build_postgres(pg_database, None, ["clean-delta"])
+    evil, broken = manifest.threads[0], manifest.threads[1]
+    marker = tmp_path / "ran"
+    _rewrite_snapshot_blob(pg_database, evil.thread_id, evil.snapshot_ids()[-1], _messages_running(f"touch {marker}"))
+    _rewrite_snapshot_blob(pg_database, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
+    for jobs in ("1", "2"):
+        result = runner.invoke(app, ["verify-shape", "--db", pg_database, "--format", "json", "--jobs", jobs])
+        assert result.exit_code == 1, result.stderr
+        found = {(f["rule"], f["thread_id"], f["checkpoint_id"]) for f in json.loads(result.stdout)["findings"]}
+        assert ("CK105", evil.thread_id, evil.snapshot_ids()[-1]) in found
+        assert ("CK104", broken.thread_id, broken.snapshot_ids()[-1]) in found
+    assert not marker.exists()  # ckpt named it and ran nothing
+    # What makes it matter: LangGraph's default loader runs the command when it reads that checkpoint.
+    with psycopg.connect(pg_database, autocommit=True) as connection:
+        saver = PostgresSaver(connection, serde=JsonPlusSerializer(allowed_msgpack_modules=True))  # type: ignore[arg-type]
         config = {
             "configurable": {"thread_id": evil.thread_id, "checkpoint_ns": "", "checkpoint_id": evil.snapshot_ids()[-1]}
         }

@@ -65,3 +65,29 @@ def test_stopping_early_hands_the_connection_back(connection: psycopg.Connection
     assert not prefetcher._thread.is_alive()
     connection.rollback()
     assert connection.execute("SELECT 42").fetchone() == (42,)
+
+
+class _Recording:
+    """A real server-side cursor whose fetchmany sizes are kept, to see how batches were sized."""
+
+    def __init__(self, cursor: psycopg.ServerCursor) -> None:
+        self.cursor = cursor
+        self.asked: list[int] = []
+
+    def fetchmany(self, size: int) -> list[tuple[int, int]]:
+        self.asked.append(size)
+        return self.cursor.fetchmany(size)
+
+
+def test_batches_of_large_rows_are_sized_to_the_byte_budget(connection: psycopg.Connection) -> None:
+    # Rows 1-500 say they are 1 kB, the rest 100 kB (as a thread's snapshots grow): 1 MB budget, 400 rows most.
+    query = "SELECT n, CASE WHEN n <= 500 THEN 1000 ELSE 100000 END FROM generate_series(1, 2000) n"
+    cursor = _Recording(_cursor(connection, "sized", query))
+    prefetcher = Prefetcher([cursor], batch_rows=400, depth=2, size_columns={0: 1}, batch_bytes=1_000_000)
+    try:
+        rows = list(prefetcher.rows(0))
+    finally:
+        prefetcher.close()
+    assert rows == connection.execute(query).fetchall()
+    # 400 rows while the largest row is 1 kB; once a 100 kB row was seen, 10 rows (1 MB) at a time.
+    assert cursor.asked[:3] == [400, 400, 10] and set(cursor.asked[2:]) == {10}

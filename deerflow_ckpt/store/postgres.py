@@ -1,7 +1,7 @@
 """Read a LangGraph Postgres checkpoint database in read-only transactions, one thread at a time.
 
 The messages shape is classified in SQL (inline marker, counters, the first bytes of the blob at the
-checkpoint's messages version), so snapshot blobs never cross the wire. Never through PostgresSaver:
+checkpoint's messages version); every blob, snapshots included, is then judged inertly. Never through PostgresSaver:
 setup() migrates, and its reads report inherited snapshots as if every checkpoint stored one.
 """
 
@@ -69,13 +69,12 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob
 FROM {writes} {where}
 ORDER BY thread_id{collate}, checkpoint_ns{collate}, checkpoint_id{collate}, task_id, idx
 """
-# Every blob with its size and first bytes; the bytes themselves only where the blob is no message
-# snapshot (snapshots stay on the server). The head is a slice: get_byte on the blob would decompress
-# every snapshot in full. Checkpoints find their messages blob by version in Python: a join in SQL
+# Every blob with its size, first bytes and bytes: snapshots too, since LangGraph's loader constructs
+# every message in one, so their payload is judged like any value. The head is a slice: get_byte on the
+# blob would decompress every snapshot in full. Checkpoints find their messages blob by version in Python: a join in SQL
 # compares each checkpoint's version with every messages blob of its thread.
 _BLOBS_SQL = """
-SELECT thread_id, checkpoint_ns, channel, version, type, octet_length(blob), head, snapshot,
-       CASE WHEN snapshot THEN NULL ELSE blob END
+SELECT thread_id, checkpoint_ns, channel, version, type, octet_length(blob), head, snapshot, blob
 FROM (SELECT *, channel = 'messages' AND coalesce(
                get_byte(head, 0) BETWEEN 212 AND 216 AND get_byte(head, 1) = 7
                OR get_byte(head, 0) = 199 AND octet_length(head) > 2 AND get_byte(head, 2) = 7
@@ -328,7 +327,10 @@ class PostgresCheckpointReader:
             ),
             parameters,
         )
-        prefetcher = Prefetcher([checkpoints, writes, blobs], FETCH_ROWS, read_timeout=self.target.timeouts.network)
+        # Blob rows carry their size (column 5): snapshot bytes now cross the wire, so their batches are sized.
+        prefetcher = Prefetcher(
+            [checkpoints, writes, blobs], FETCH_ROWS, read_timeout=self.target.timeouts.network, size_columns={2: 5}
+        )
         try:
             yield from self._merge(prefetcher.rows(0), prefetcher.rows(1), prefetcher.rows(2))
         finally:
@@ -381,9 +383,10 @@ def _attach_blobs(
     pending: Any,
     decoder: InertDecoder,
 ) -> Any:
-    """Classify each checkpoint by the blob at its messages version, and check non-snapshot blobs inertly.
+    """Classify each checkpoint by the blob at its messages version, and check every blob inertly.
 
-    A checked blob's problems and size go to the checkpoint that created its version.
+    A checked blob's problems go to the checkpoint that created its version, and so does its size, save a
+    snapshot's, which is counted as the snapshot bytes of the checkpoints that name it.
     """
     creators: dict[str, CheckpointRecord] = {}
     for record in records:
@@ -399,11 +402,11 @@ def _attach_blobs(
             _, _, channel, version, kind, length, head, snapshot, data = pending
             if channel == MESSAGES_CHANNEL:
                 messages_blobs[version] = (kind, length, head, True)
+            owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
             if not snapshot:
-                owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
                 owner.other_blob_bytes += len(data) if data is not None else 0
-                where = f"blob of channel {channel!r} at version {version}"
-                check_stored_bytes(kind, data, where, owner.problems, decoder)
+            where = f"blob of channel {channel!r} at version {version}"
+            check_stored_bytes(kind, data, where, owner.problems, decoder)
         pending = next(blobs, None)
     for record, marker in zip(records, markers, strict=True):
         if record.messages is not Shape.UNDECODABLE:

@@ -4,7 +4,9 @@ A server-side cursor computes its next batch only when asked, so a reader that a
 then asks again leaves the server idle while it works and itself idle while the server works. Here one
 thread does all the asking (a connection serves one command at a time, so the cursors share it) and
 keeps up to `depth` batches ready per cursor; the reader takes rows from them. The thread waits in
-libpq with the GIL released, so the two overlap. Memory stays bounded: depth x cursors batches.
+libpq with the GIL released, so the two overlap. Memory stays bounded: depth x cursors batches, and
+a cursor whose rows carry their size in bytes (blobs, snapshots among them) gets batches sized to
+`batch_bytes` by its last batch's largest row (a batch can exceed it only where row sizes jump).
 """
 
 from __future__ import annotations
@@ -25,13 +27,26 @@ class Prefetcher:
 
     `read_timeout`: seconds the reader waits for a batch before NetworkTimeout; the fetching thread, stuck
     in libpq, is then abandoned (a daemon thread) and its connection must not be touched again.
+    `size_columns`: cursor index -> the column holding each row's size in bytes; that cursor's next batch
+    is sized from the last one's largest row to `batch_bytes` (at least one row, at most `batch_rows`).
     """
 
-    def __init__(self, cursors: list[Any], batch_rows: int, depth: int = 2, read_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        cursors: list[Any],
+        batch_rows: int,
+        depth: int = 2,
+        read_timeout: float | None = None,
+        size_columns: dict[int, int] | None = None,
+        batch_bytes: int = 32 << 20,
+    ) -> None:
         self._cursors = cursors
         self._read_timeout = read_timeout
         self.stuck = False
         self._batch_rows = batch_rows
+        self._rows_next = [batch_rows] * len(cursors)
+        self._size_columns = size_columns or {}
+        self._batch_bytes = batch_bytes
         self._depth = depth
         self._ready: list[deque[list[Any]]] = [deque() for _ in cursors]
         self._exhausted = [False] * len(cursors)
@@ -74,6 +89,13 @@ class Prefetcher:
         wanted = [i for i, ready in enumerate(self._ready) if not self._exhausted[i] and len(ready) < self._depth]
         return min(wanted, key=lambda i: len(self._ready[i])) if wanted else None
 
+    def _rows_for_budget(self, batch: list[Any], column: int) -> int:
+        """Rows of the next batch: the last batch's largest row into the byte budget (rows grow in a thread)."""
+        largest = max(row[column] or 0 for row in batch)
+        if largest <= 0:
+            return self._batch_rows
+        return max(1, min(self._batch_rows, self._batch_bytes // largest))
+
     def _fetch_ahead(self) -> None:
         changed = self._changed
         try:
@@ -85,7 +107,10 @@ class Prefetcher:
                         index = self._next_wanted()
                     if self._stopping or index is None:
                         return
-                batch = self._cursors[index].fetchmany(self._batch_rows)
+                batch = self._cursors[index].fetchmany(self._rows_next[index])
+                column = self._size_columns.get(index)
+                if column is not None and batch:
+                    self._rows_next[index] = self._rows_for_budget(batch, column)
                 with changed:
                     if batch:
                         self._ready[index].append(batch)

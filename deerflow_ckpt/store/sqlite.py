@@ -377,7 +377,7 @@ class SqliteCheckpointReader:
             connection.close()
 
     def _fits_compiled(self) -> bool:
-        """The compiled reader is built, wanted, and reads what this reader must (it skips snapshot payloads)."""
+        """The compiled reader is built, wanted, and reads what this reader must (deep decoding keeps payloads)."""
         return self.compiled and open_lineages is not None and RECORD_LAYOUT is not None and not self.decoder.deep
 
     def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection) -> Iterator[Lineage]:

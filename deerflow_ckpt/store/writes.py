@@ -90,7 +90,7 @@ class WriteFolder:
     def __init__(self, records: list[CheckpointRecord], decoder: InertDecoder, native: bool = True) -> None:
         self._by_id = {record.checkpoint_id: record for record in records}
         self._decoder = decoder
-        # The compiled judge skips snapshot payloads, so deep decoding (and `native=False`, for tests) goes without.
+        # The compiled judge keeps no snapshot payload, so deep decoding (and `native=False`, tests) goes without.
         self._judge = value_summary if native and not decoder.deep else None
         # The last (checkpoint, task) counted as writing messages.
         self._counted_checkpoint: str | None = None
