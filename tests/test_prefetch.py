@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from deerflow_ckpt.store.prefetch import Prefetcher
+from deerflow_ckpt.store.prefetch import FIRST_SIZED_ROWS, Prefetcher
 
 
 @pytest.fixture
@@ -89,5 +89,7 @@ def test_batches_of_large_rows_are_sized_to_the_byte_budget(connection: psycopg.
     finally:
         prefetcher.close()
     assert rows == connection.execute(query).fetchall()
-    # 400 rows while the largest row is 1 kB; once a 100 kB row was seen, 10 rows (1 MB) at a time.
-    assert cursor.asked[:3] == [400, 400, 10] and set(cursor.asked[2:]) == {10}
+    # 16 rows first, doubling while the largest row is 1 kB (to 400 at most); after a 100 kB row, 10 (1 MB).
+    small = [16, 32, 64, 128, 256]  # 496 rows, all 1 kB
+    assert FIRST_SIZED_ROWS == 16 and cursor.asked[:6] == [*small, 400]
+    assert set(cursor.asked[6:-1]) == {10}  # the last ask, after a short batch, finds the cursor empty

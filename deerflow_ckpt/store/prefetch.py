@@ -6,7 +6,7 @@ thread does all the asking (a connection serves one command at a time, so the cu
 keeps up to `depth` batches ready per cursor; the reader takes rows from them. The thread waits in
 libpq with the GIL released, so the two overlap. Memory stays bounded: depth x cursors batches, and
 a cursor whose rows carry their size in bytes (blobs, snapshots among them) gets batches sized to
-`batch_bytes` by its last batch's largest row (a batch can exceed it only where row sizes jump).
+`batch_bytes` by its last batch's largest row, growing at most twofold a batch.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
+
+FIRST_SIZED_ROWS = 16
 
 
 class NetworkTimeout(Exception):
@@ -28,7 +30,8 @@ class Prefetcher:
     `read_timeout`: seconds the reader waits for a batch before NetworkTimeout; the fetching thread, stuck
     in libpq, is then abandoned (a daemon thread) and its connection must not be touched again.
     `size_columns`: cursor index -> the column holding each row's size in bytes; that cursor's next batch
-    is sized from the last one's largest row to `batch_bytes` (at least one row, at most `batch_rows`).
+    is sized from the last one's largest row to `batch_bytes` (at least one row, at most `batch_rows`, at
+    most twice the last batch).
     """
 
     def __init__(
@@ -38,14 +41,16 @@ class Prefetcher:
         depth: int = 2,
         read_timeout: float | None = None,
         size_columns: dict[int, int] | None = None,
-        batch_bytes: int = 32 << 20,
+        batch_bytes: int = 8 << 20,
     ) -> None:
         self._cursors = cursors
         self._read_timeout = read_timeout
         self.stuck = False
         self._batch_rows = batch_rows
-        self._rows_next = [batch_rows] * len(cursors)
         self._size_columns = size_columns or {}
+        # A sized cursor starts small: nothing is known of its rows yet, and a first batch may be all large.
+        self._rows_next = [min(batch_rows, FIRST_SIZED_ROWS) if i in self._size_columns else batch_rows
+                           for i in range(len(cursors))]  # fmt: skip
         self._batch_bytes = batch_bytes
         self._depth = depth
         self._ready: list[deque[list[Any]]] = [deque() for _ in cursors]
@@ -90,11 +95,13 @@ class Prefetcher:
         return min(wanted, key=lambda i: len(self._ready[i])) if wanted else None
 
     def _rows_for_budget(self, batch: list[Any], column: int) -> int:
-        """Rows of the next batch: the last batch's largest row into the byte budget (rows grow in a thread)."""
+        """Rows of the next batch: the last batch's largest row into the byte budget, at most twice its rows.
+
+        Doubling at most: small rows (another channel's blobs) often come just before large ones.
+        """
         largest = max(row[column] or 0 for row in batch)
-        if largest <= 0:
-            return self._batch_rows
-        return max(1, min(self._batch_rows, self._batch_bytes // largest))
+        fitting = self._batch_bytes // largest if largest > 0 else self._batch_rows
+        return max(1, min(self._batch_rows, 2 * len(batch), fitting))
 
     def _fetch_ahead(self) -> None:
         changed = self._changed
