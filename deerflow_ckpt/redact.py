@@ -7,8 +7,8 @@ import re
 MASK = "***"
 # userinfo in a URL: scheme://user:password@host
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)")
-# key=value conninfo and ?password= query parameters
-_KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
+# key=value conninfo and ?password= query parameters; sslpassword unlocks the client's SSL key
+_KEYWORD_PASSWORD = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<password>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
 
 _known_secrets: set[str] = set()
 # Shorter secrets would mask ordinary letters everywhere ("p" in "ckpt"); in a DSN the patterns above

@@ -206,6 +206,15 @@ def test_malformed_dsns_never_print_their_password(tmp_path: Path) -> None:
             assert not _leaks(result.stdout + result.stderr), (dsn, extra, result.stderr)
 
 
+def test_the_ssl_key_passphrase_is_masked_too() -> None:
+    # A fresh process: a secret masked once is remembered, which would hide a pattern that misses it.
+    for dsn in ("postgresql://u@127.0.0.1:1/db?sslpassword=Pass9phrase&sslmode=disable",
+                "host=127.0.0.1 port=1 sslpassword=Pass9phrase dbname=db"):  # fmt: skip
+        result = subprocess.run([*CKPT, "verify-shape", "--db", dsn], capture_output=True, text=True)
+        assert result.returncode == 2 and "cannot connect" in result.stderr, result.stderr
+        assert "Pass9phrase" not in result.stdout + result.stderr and "sslpassword=***" in result.stderr
+
+
 def test_an_unknown_scheme_is_refused_not_taken_for_a_file() -> None:
     for dsn in (f"mysql://u:{SECRET}@h/db", f"postgressql://u:{SECRET}@h/db", f"sqlite://u:{SECRET}@x"):
         result = runner.invoke(app, ["verify-shape", "--db", dsn])

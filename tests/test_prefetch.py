@@ -80,8 +80,9 @@ class _Recording:
 
 
 def test_batches_of_large_rows_are_sized_to_the_byte_budget(connection: psycopg.Connection) -> None:
-    # Rows 1-500 say they are 1 kB, the rest 100 kB (as a thread's snapshots grow): 1 MB budget, 400 rows most.
-    query = "SELECT n, CASE WHEN n <= 500 THEN 1000 ELSE 100000 END FROM generate_series(1, 2000) n"
+    # Rows 1-500 say they are 1 kB, 501-1000 100 kB (a thread's snapshots), the rest 1 kB again (the next
+    # thread's small blobs, before its snapshots): 1 MB budget, 400 rows most.
+    query = "SELECT n, CASE WHEN n BETWEEN 501 AND 1000 THEN 100000 ELSE 1000 END FROM generate_series(1, 2000) n"
     cursor = _Recording(_cursor(connection, "sized", query))
     prefetcher = Prefetcher([cursor], batch_rows=400, depth=2, size_columns={0: 1}, batch_bytes=1_000_000)
     try:
@@ -89,7 +90,8 @@ def test_batches_of_large_rows_are_sized_to_the_byte_budget(connection: psycopg.
     finally:
         prefetcher.close()
     assert rows == connection.execute(query).fetchall()
-    # 16 rows first, doubling while the largest row is 1 kB (to 400 at most); after a 100 kB row, 10 (1 MB).
+    # 16 rows first, doubling while the largest row is 1 kB (to 400 at most); once a 100 kB row has been
+    # seen, 10 rows (1 MB) at a time, the small rows after it included.
     small = [16, 32, 64, 128, 256]  # 496 rows, all 1 kB
     assert FIRST_SIZED_ROWS == 16 and cursor.asked[:6] == [*small, 400]
     assert set(cursor.asked[6:-1]) == {10}  # the last ask, after a short batch, finds the cursor empty

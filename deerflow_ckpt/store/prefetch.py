@@ -6,7 +6,8 @@ thread does all the asking (a connection serves one command at a time, so the cu
 keeps up to `depth` batches ready per cursor; the reader takes rows from them. The thread waits in
 libpq with the GIL released, so the two overlap. Memory stays bounded: depth x cursors batches, and
 a cursor whose rows carry their size in bytes (blobs, snapshots among them) gets batches sized to
-`batch_bytes` by its last batch's largest row, growing at most twofold a batch.
+`batch_bytes` by the largest row it has returned, growing at most twofold a batch: only a batch where
+rows larger than any before first appear can exceed the budget (at most twice the last batch's rows).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ class Prefetcher:
     `read_timeout`: seconds the reader waits for a batch before NetworkTimeout; the fetching thread, stuck
     in libpq, is then abandoned (a daemon thread) and its connection must not be touched again.
     `size_columns`: cursor index -> the column holding each row's size in bytes; that cursor's next batch
-    is sized from the last one's largest row to `batch_bytes` (at least one row, at most `batch_rows`, at
-    most twice the last batch).
+    is sized from the largest row it has returned to `batch_bytes` (at least one row, at most `batch_rows`,
+    at most twice the last batch).
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class Prefetcher:
         self._rows_next = [min(batch_rows, FIRST_SIZED_ROWS) if i in self._size_columns else batch_rows
                            for i in range(len(cursors))]  # fmt: skip
         self._batch_bytes = batch_bytes
+        self._largest = [0] * len(cursors)  # the largest row each sized cursor has returned
         self._depth = depth
         self._ready: list[deque[list[Any]]] = [deque() for _ in cursors]
         self._exhausted = [False] * len(cursors)
@@ -94,12 +96,13 @@ class Prefetcher:
         wanted = [i for i, ready in enumerate(self._ready) if not self._exhausted[i] and len(ready) < self._depth]
         return min(wanted, key=lambda i: len(self._ready[i])) if wanted else None
 
-    def _rows_for_budget(self, batch: list[Any], column: int) -> int:
-        """Rows of the next batch: the last batch's largest row into the byte budget, at most twice its rows.
+    def _rows_for_budget(self, batch: list[Any], column: int, index: int) -> int:
+        """Rows of the next batch: the largest row seen so far into the byte budget, at most twice the last.
 
         Doubling at most: small rows (another channel's blobs) often come just before large ones.
         """
-        largest = max(row[column] or 0 for row in batch)
+        largest = max(self._largest[index], max(row[column] or 0 for row in batch))
+        self._largest[index] = largest
         fitting = self._batch_bytes // largest if largest > 0 else self._batch_rows
         return max(1, min(self._batch_rows, 2 * len(batch), fitting))
 
@@ -117,7 +120,7 @@ class Prefetcher:
                 batch = self._cursors[index].fetchmany(self._rows_next[index])
                 column = self._size_columns.get(index)
                 if column is not None and batch:
-                    self._rows_next[index] = self._rows_for_budget(batch, column)
+                    self._rows_next[index] = self._rows_for_budget(batch, column, index)
                 with changed:
                     if batch:
                         self._ready[index].append(batch)
