@@ -801,16 +801,24 @@ def _rewrite_snapshot_blob(dsn: str, thread_id: str, checkpoint_id: str, payload
 def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_database: str, tmp_path: Path) -> None:
     import json
 
+    import ormsgpack
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+    from deerflow_ckpt.store.native import value_summary
+    from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT
     from fixtures.dbbuilder.build import build_postgres
 
     manifest = build_postgres(pg_database, None, ["clean-delta"])
-    evil, broken = manifest.threads[0], manifest.threads[1]
+    evil, broken, keyed = manifest.threads[0], manifest.threads[1], manifest.threads[2]
     marker = tmp_path / "ran"
     _rewrite_snapshot_blob(pg_database, evil.thread_id, evil.snapshot_ids()[-1], _messages_running(f"touch {marker}"))
+    # The same call under an integer map key: the compiled judge abstains, so the Python one must name it.
+    keyed_payload = ormsgpack.packb({1: ormsgpack.unpackb(_messages_running("true"), ext_hook=ormsgpack.Ext)},
+                                    option=ormsgpack.OPT_NON_STR_KEYS)  # fmt: skip
+    assert value_summary(ormsgpack.packb(ormsgpack.Ext(EXT_DELTA_SNAPSHOT, keyed_payload))) is None
+    _rewrite_snapshot_blob(pg_database, keyed.thread_id, keyed.snapshot_ids()[-1], keyed_payload)
     _rewrite_snapshot_blob(pg_database, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
     for jobs in ("1", "2"):
         result = runner.invoke(app, ["verify-shape", "--db", pg_database, "--format", "json", "--jobs", jobs])
@@ -818,6 +826,7 @@ def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_da
         found = {(f["rule"], f["thread_id"], f["checkpoint_id"]) for f in json.loads(result.stdout)["findings"]}
         assert ("CK105", evil.thread_id, evil.snapshot_ids()[-1]) in found
         assert ("CK104", broken.thread_id, broken.snapshot_ids()[-1]) in found
+        assert ("CK105", keyed.thread_id, keyed.snapshot_ids()[-1]) in found
     assert not marker.exists()  # ckpt named it and ran nothing
     # What makes it matter: LangGraph's default loader runs the command when it reads that checkpoint.
     with psycopg.connect(pg_database, autocommit=True) as connection:
