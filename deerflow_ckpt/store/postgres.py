@@ -1,8 +1,9 @@
 """Read a LangGraph Postgres checkpoint database in read-only transactions, one thread at a time.
 
-The messages shape is classified in SQL (inline marker, counters, the first bytes of the blob at the
-checkpoint's messages version); every blob, snapshots included, is then judged inertly. Never through PostgresSaver:
-setup() migrates, and its reads report inherited snapshots as if every checkpoint stored one.
+The messages shape is classified from fields SQL extracts (inline marker, counters) and the first bytes
+of the blob at the checkpoint's messages version; every blob, snapshots included, is judged inertly.
+Never through PostgresSaver: setup() migrates, and its reads report inherited snapshots as if every
+checkpoint stored one.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _NO_SIZES_SQL = "0, 0"
 FETCH_ROWS = 2000
 # TCP keepalives: a peer that stops answering is found dead within about a minute.
 _KEEPALIVES = "keepalives=1 keepalives_idle=30 keepalives_interval=10 keepalives_count=3"
+# The first bytes of a messages blob, enough to tell a snapshot's ext header or a list's header.
 HEAD_BYTES = 8
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
@@ -69,19 +71,12 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, blob
 FROM {writes} {where}
 ORDER BY thread_id{collate}, checkpoint_ns{collate}, checkpoint_id{collate}, task_id, idx
 """
-# Every blob with its size, first bytes and bytes: snapshots too, since LangGraph's loader constructs
-# every message in one, so their payload is judged like any value. The head is a slice: get_byte on the
-# blob would decompress every snapshot in full. Checkpoints find their messages blob by version in Python: a join in SQL
-# compares each checkpoint's version with every messages blob of its thread.
+# Every blob with its size and bytes: snapshots too, since LangGraph's loader constructs every message in
+# one, so their payload is judged like any value. Checkpoints find their messages blob by version in
+# Python: a join in SQL compares each checkpoint's version with every messages blob of its thread.
 _BLOBS_SQL = """
-SELECT thread_id, checkpoint_ns, channel, version, type, octet_length(blob), head, snapshot, blob
-FROM (SELECT *, channel = 'messages' AND coalesce(
-               get_byte(head, 0) BETWEEN 212 AND 216 AND get_byte(head, 1) = 7
-               OR get_byte(head, 0) = 199 AND octet_length(head) > 2 AND get_byte(head, 2) = 7
-               OR get_byte(head, 0) = 200 AND octet_length(head) > 3 AND get_byte(head, 3) = 7
-               OR get_byte(head, 0) = 201 AND octet_length(head) > 5 AND get_byte(head, 5) = 7, false) AS snapshot
-      FROM (SELECT *, substring(blob from 1 for {head}) AS head FROM {blobs}) headed) b
-{where}
+SELECT thread_id, checkpoint_ns, channel, version, type, octet_length(blob), blob
+FROM {blobs} {where}
 ORDER BY thread_id{collate}, checkpoint_ns{collate}, channel{collate}, version{collate}
 """
 # The messages blob a checkpoint's version names: (type, length, first bytes, found).
@@ -166,7 +161,6 @@ def _table_names(connection: Any, schema: str) -> dict[str, Any]:
 
 def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> None:
     blob_type, blob_length, head, blob_exists = blob
-    head = bytes(head) if head is not None else b""
     has_marker = marker is True
     if has_marker:
         record.messages = Shape.DANGLING_MARKER
@@ -322,9 +316,7 @@ class PostgresCheckpointReader:
         blobs = self._cursor(
             connection,
             "ckpt_blobs",
-            sql.SQL(_BLOBS_SQL).format(
-                blobs=tables["checkpoint_blobs"], head=sql.Literal(HEAD_BYTES), where=plain_filter, collate=collate
-            ),
+            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], where=plain_filter, collate=collate),
             parameters,
         )
         # Blob rows carry their size (column 5): snapshot bytes now cross the wire, so their batches are sized.
@@ -399,8 +391,11 @@ def _attach_blobs(
         if blob_key > key:
             break
         if blob_key == key and first is not None:
-            _, _, channel, version, kind, length, head, snapshot, data = pending
+            _, _, channel, version, kind, length, data = pending
+            snapshot = False
             if channel == MESSAGES_CHANNEL:
+                head = bytes(data[:HEAD_BYTES]) if data is not None else b""
+                snapshot = head_is_snapshot(head)
                 messages_blobs[version] = (kind, length, head, True)
             owner = creators.get(version, first) if channel == MESSAGES_CHANNEL else first
             if not snapshot:
