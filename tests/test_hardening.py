@@ -681,7 +681,10 @@ def test_another_users_file_is_not_taken_over() -> None:
         config.chmod(0o666)
         setpriv = shutil.which("setpriv")
         assert setpriv is not None
-        command = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *CKPT, "migrate-config", str(config)]
+        # Reading and searching stay allowed, so ckpt imports from a checkout in a private directory.
+        reader = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+        as_nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *reader]
+        command = [*as_nobody, *CKPT, "migrate-config", str(config)]
         result = subprocess.run(
             command, capture_output=True, text=True, check=False, env={**os.environ, "HOME": "/tmp"}
         )
