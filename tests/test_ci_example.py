@@ -64,6 +64,7 @@ def test_the_example_runs_every_command_the_readme_documents() -> None:
     assert workflow()["jobs"]["ckpt"]["env"]["CKPT_DB"].startswith("${{ secrets.")
 
 
+@pytest.mark.slow
 def test_every_ckpt_step_runs(project: tuple[Path, Path], tmp_path: Path) -> None:
     directory, database = project
     summary = tmp_path / "summary.md"

@@ -418,6 +418,7 @@ def test_writers_are_recorded_in_order(built: BuiltDatabase) -> None:
 # -- builders and helpers ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_builds_a_sqlite_database_and_refuses_a_full_one(tmp_path: Path) -> None:
     db, out = tmp_path / "cli.db", tmp_path / "cli.json"
     args = [sys.executable, "-m", "fixtures.dbbuilder", "--sqlite", str(db), "--manifest", str(out)]

@@ -324,6 +324,7 @@ def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, r
 LEGACY = "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 50\n"
 
 
+@pytest.mark.slow
 def test_sigterm_while_migrating_leaves_old_or_new_bytes_and_no_temporary(tmp_path: Path) -> None:
     import os
     import random
@@ -424,6 +425,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "internal error" not in result.stderr
 
 
+@pytest.mark.slow
 def test_special_and_huge_files_are_refused(tmp_path: Path) -> None:
     import os
 

@@ -391,6 +391,7 @@ def test_text_lines_are_path_line_rule_severity_message() -> None:
     assert "1 config file: 1 error, 0 warnings, 0 info." in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "args", "expected"),
     [

@@ -95,6 +95,7 @@ def test_every_page_lints_clean_in_groff(generated: Path) -> None:
     assert not complaints
 
 
+@pytest.mark.slow
 def test_every_option_and_argument_of_every_command_is_documented(generated: Path) -> None:
     every = contexts()
     assert {"ckpt inspect thread", "ckpt inspect summary"} <= {ctx.command_path for ctx in every}

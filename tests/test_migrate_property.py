@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -181,6 +182,7 @@ def other_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines if not any(marker in line for marker in MARKERS)]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs())
 def test_random_configs_keep_every_other_value_and_line(generated: tuple[bytes, Layout, str]) -> None:

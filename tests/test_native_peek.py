@@ -141,6 +141,7 @@ def _damage(data: bytes, position: int, kind: int, byte: int) -> bytes:
     return data[:1]
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(values)
 def test_summaries_of_generated_values_match_python(value: Any) -> None:
@@ -285,6 +286,7 @@ def _records(data: bytes) -> tuple[CheckpointRecord, CheckpointRecord]:
     return fast, full
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(channel_values, versions, st.dictionaries(st.text(max_size=6), values, max_size=2))
 def test_generated_checkpoints_classify_as_the_full_decode_does(values_: Any, versions_: Any, extra: Any) -> None:
@@ -292,6 +294,7 @@ def test_generated_checkpoints_classify_as_the_full_decode_does(values_: Any, ve
     assert fast == full
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(channel_values, versions, st.integers(0, 10_000), st.integers(0, 4), st.integers(0, 255))
 def test_damaged_checkpoints_classify_as_the_full_decode_does(
@@ -347,6 +350,7 @@ def test_repeated_channel_values_key_abstains() -> None:
 # -- writes: WriteFolder with and without the compiled judge ------------------------------------------
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(st.lists(st.tuples(st.sampled_from(["messages", "other"]), values), min_size=1, max_size=4))
 def test_folded_writes_are_the_same_with_and_without_the_compiled_judge(writes: list[tuple[str, Any]]) -> None:
@@ -393,12 +397,14 @@ def _assert_metadata_agrees(raw: bytes) -> Any:
     return compiled
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(metadata_objects, st.booleans(), st.booleans())
 def test_generated_metadata_reads_as_json_loads_does(mapping: dict[str, Any], ascii_only: bool, spaced: bool) -> None:
     _assert_metadata_agrees(_metadata_text(mapping, ascii_only, spaced))
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(metadata_objects, st.integers(0, 10_000), st.integers(0, 4), st.integers(0, 255))
 def test_damaged_metadata_reads_as_json_loads_does(

@@ -293,6 +293,7 @@ OPERATIONS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS)
 def test_damaged_databases_read_the_same(
