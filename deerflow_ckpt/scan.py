@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.replay import ProofSummary
 from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.analysis.shape import (
     CONVERSATION_NS,
@@ -78,6 +79,8 @@ class ScanReport:
     timeline: Timeline | None = None
     # The --since boundary (a checkpoint id: ids sort by write time), if any.
     since: str | None = None
+    # verify-shape --deep: what the proof of the stored message lists found (None without --deep).
+    proof: ProofSummary | None = None
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -124,6 +127,7 @@ class _Share:
     # Conversation epochs without their first-time fronts, which are kept per bounds (all a class asks).
     epochs: list[Epoch] = field(default_factory=list)
     first_evidence: FirstSink = field(default_factory=dict)
+    proof: ProofSummary | None = None
 
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
@@ -181,7 +185,28 @@ def _collect_share(
         if report_progress and _progress_counter is not None:
             with _progress_counter.get_lock():
                 _progress_counter.value += seen
+    if settings.deep:
+        share.proof = _prove_share(target, settings, selection, share.findings)
     return share
+
+
+def _prove_share(
+    target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, findings: list[Finding]
+) -> ProofSummary:
+    """The deep proof of one share's threads: a second read-only pass over their message history."""
+    from deerflow_ckpt.analysis.replay import prove_lineage
+    from deerflow_ckpt.store.history import open_history
+
+    summary = ProofSummary()
+    for history in open_history(target).histories(selection):
+        result = prove_lineage(history)
+        summary.add(result)
+        findings.extend(
+            finding
+            for finding in result.findings
+            if settings.since is None or (finding.checkpoint_id or "") >= settings.since
+        )
+    return summary
 
 
 def _selections(reader: LineageReader, request: ScanRequest, jobs: int) -> list[ThreadSelection]:
@@ -277,6 +302,9 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
         report.findings.extend(share.findings)
         epochs.extend(share.epochs)
         provisional.extend(share.provisional)
+        if share.proof is not None:
+            report.proof = report.proof or ProofSummary()
+            report.proof.merge(share.proof)
         for bounds, evidence in share.first_evidence.items():
             first_evidence.setdefault(bounds, FirstEvidence()).merge(evidence)
     if request.thread_id is not None and report.threads == 0:

@@ -24,7 +24,7 @@ from fixtures.dbbuilder.scenarios import OVERRUN_MAX_SUPERSTEPS
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_RULES = {
-    "CK101", "CK103", "CK104", "CK105", "CK201", "CK202", "CK203",
+    "CK101", "CK103", "CK104", "CK105", "CK106", "CK201", "CK202", "CK203",
     "CK204", "CK301", "CK302", "CK303", "CK304", "CK305", "CK401",
 }  # fmt: skip
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -34,14 +34,14 @@ def built(request: pytest.FixtureRequest) -> BuiltDatabase:
 
 
 @cache
-def _scan(db: str, schema: str, cadence: int | None, bound: int, thread: str | None) -> ScanReport:
+def _scan(db: str, schema: str, cadence: int | None, bound: int, thread: str | None, deep: bool) -> ScanReport:
     choice = DatabaseChoice(target_from_argument(db, schema), "test")
-    return scan(ScanRequest(choice, ShapeSettings(cadence, bound), "test", thread))
+    return scan(ScanRequest(choice, ShapeSettings(cadence, bound, deep=deep), "test", thread))
 
 
 def scan_of(built: BuiltDatabase, cadence: int | None = None, bound: int = DEFAULT_SUPERSTEP_BOUND,
-            thread: str | None = None) -> ScanReport:  # fmt: skip
-    return _scan(built.db, built.schema or "", cadence, bound, thread)
+            thread: str | None = None, deep: bool = False) -> ScanReport:  # fmt: skip
+    return _scan(built.db, built.schema or "", cadence, bound, thread, deep)
 
 
 def located(findings: list[Finding], thread_id: str) -> set[tuple[str, str | None, str | None]]:
@@ -79,14 +79,16 @@ def _option_sets(thread: ThreadRecord) -> Iterator[dict[str, object]]:
 def test_rules_that_need_scan_options(built: BuiltDatabase) -> None:
     """CK201 needs the expected cadence and CK203 a superstep bound; with them, they fire exactly there."""
     threads = [t for t in built.manifest.threads if any(f.requires for f in t.faults)]
-    assert {f.rule for t in threads for f in t.faults if f.requires} >= {"CK201", "CK203"}
+    assert {f.rule for t in threads for f in t.faults if f.requires} >= {"CK106", "CK201", "CK203"}
     for thread in threads:
         for options in _option_sets(thread):
             cadence = options.get("cadence")
             bound = options.get("max_supersteps", DEFAULT_SUPERSTEP_BOUND)
             assert cadence is None or isinstance(cadence, int)
             assert isinstance(bound, int)
-            report = scan_of(built, cadence=cadence, bound=bound, thread=thread.thread_id)
+            deep = options.get("deep", False)
+            assert isinstance(deep, bool)
+            report = scan_of(built, cadence=cadence, bound=bound, thread=thread.thread_id, deep=deep)
             assert located(report.findings, thread.thread_id) == expected(thread, options), options
 
 
@@ -128,7 +130,8 @@ def test_thread_kinds_are_counted(built: BuiltDatabase) -> None:
     report = scan_of(built)
     assert report.threads == len(built.manifest.threads)
     assert report.kinds["migrated"] == len(built.manifest.by_scenario("migration"))
-    assert report.kinds["full"] == len(built.manifest.by_scenario("clean-full"))
+    full = [t for t in built.manifest.threads if {w.mode for w in t.writers} == {"full"}]
+    assert report.kinds["full"] == len(full) == len(built.manifest.by_scenario("clean-full")) + 1
 
 
 def test_unsafe_payload_is_reported_and_never_executed(built: BuiltDatabase) -> None:

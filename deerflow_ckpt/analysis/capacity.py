@@ -28,6 +28,7 @@ from deerflow_ckpt.analysis.cadence import (
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.histogram import Histogram, distinct_values, histogram
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult
 from deerflow_ckpt.analysis.timeline import Timeline, TimelineSettings, build_timeline
 from deerflow_ckpt.store.peek import array_header_size, ext_header_size
@@ -246,6 +247,8 @@ class ThreadInspection:
     # Over every namespace of the thread.
     checkpoints: int
     storage: StorageBytes
+    # inspect thread --deep: the shown lineage's stored lists against the replay of its writes.
+    proof: ProofResult | None = None
 
 
 class NamespaceNotFound(LookupError):

@@ -35,6 +35,9 @@ class Rule:
         return self.code.startswith("CK5")
 
 
+# verify-shape --deep: a stored snapshot or message list is not the fold of the writes before it.
+CK_LIST_DIFFERS = "CK106"
+
 RULES: dict[str, Rule] = {
     rule.code: rule
     for rule in (
@@ -68,6 +71,13 @@ RULES: dict[str, Rule] = {
             "payload unsafe to load (pickle or a foreign type)",
             "loading it can run arbitrary code; quarantine the thread and start readers with "
             "LANGGRAPH_STRICT_MSGPACK=true",
+        ),
+        Rule(
+            CK_LIST_DIFFERS,
+            Severity.ERROR,
+            "stored list differs from the replay of its writes",
+            "readers at and after this checkpoint see a different conversation than the one written; restore "
+            "the thread from a backup taken before the first divergence (verify-shape --deep)",
         ),
         Rule(
             "CK201",

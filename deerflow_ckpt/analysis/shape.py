@@ -45,6 +45,8 @@ class ShapeSettings:
     # Judge only checkpoints whose id sorts at or after this one (store.clock.boundary_id of --since).
     since: str | None = None
     timeline: TimelineSettings = field(default_factory=TimelineSettings)
+    # verify-shape --deep: also prove every stored message list against the replay of its writes.
+    deep: bool = False
 
 
 class ThreadKind:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from deerflow_ckpt.analysis.capacity import InspectionScope, InspectSettings, ThreadInspection
     from deerflow_ckpt.scan import LineageReader
     from deerflow_ckpt.store.records import Backend
+    from deerflow_ckpt.store.source import DatabaseTarget
 
 
 class InspectFormat(StrEnum):
@@ -78,7 +79,7 @@ def _open(
     immutable: bool,
     settings: Callable[[int | None], InspectSettings],
     timeouts: tuple[str, str | None] = ("120s", None),
-) -> tuple[LineageReader, InspectionScope]:
+) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
     from deerflow_ckpt.analysis.capacity import InspectionScope
     from deerflow_ckpt.scan import open_reader
 
@@ -95,7 +96,7 @@ def _open(
         settings(selection.expected_cadence),
         selection.cadence_source,
     )
-    return reader, scope
+    return reader, scope, target
 
 
 def _named_threads(
@@ -112,6 +113,20 @@ def _named_threads(
             yield inspect_thread(lineages, scope.backend, scope.settings, namespace)
         except NamespaceNotFound as exc:
             raise StoreError(str(exc)) from None
+
+
+def _with_proof(inspected: ThreadInspection, target: DatabaseTarget, namespace: str) -> ThreadInspection:
+    """The inspection with the shown lineage's proof (a second read-only pass over its message history)."""
+    import dataclasses
+
+    from deerflow_ckpt.analysis.replay import prove_lineage
+    from deerflow_ckpt.store.history import open_history
+    from deerflow_ckpt.store.selection import ThreadSelection
+
+    for history in open_history(target).histories(ThreadSelection(thread_id=inspected.thread_id)):
+        if history.checkpoint_ns == namespace:
+            return dataclasses.replace(inspected, proof=prove_lineage(history))
+    return inspected
 
 
 def _every_thread(
@@ -218,6 +233,12 @@ def thread(
         "size", "--by", help="What --top ranks by: stored bytes, checkpoints, or the largest replay depth."
     ),
     all_threads: bool = typer.Option(False, "--all", help="Inspect every thread."),
+    deep: bool = typer.Option(
+        False,
+        "--deep",
+        help="Named threads: also prove the shown namespace's stored message lists against the replay of "
+        "their writes (as verify-shape --deep).",
+    ),
     namespace: str = typer.Option(
         "",
         "--ns",
@@ -253,7 +274,7 @@ def thread(
     if chosen != 1:
         raise typer.BadParameter("name THREAD_IDs, or pass --top N, or --all (exactly one of them)")
     cadences = parse_what_if(what_if)
-    reader, scope = _open(
+    reader, scope, target = _open(
         db,
         schema,
         config,
@@ -262,9 +283,13 @@ def thread(
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
         (network_timeout, statement_timeout),
     )
+    if deep and not thread_ids:
+        raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
     if thread_ids:
         # Read every named thread first: an unknown one fails before any output is written.
         named = list(_named_threads(reader, scope, thread_ids, namespace))
+        if deep:
+            named = [_with_proof(inspected, target, namespace) for inspected in named]
         _emit(iter(named), scope, output_format, color)
         return
     show = output_format is InspectFormat.text and sys.stderr.isatty()
@@ -309,7 +334,7 @@ def summary(
         database_options.parse_duration(clock_skew, "--clock-skew"),
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
-    reader, scope = _open(
+    reader, scope, _ = _open(
         db,
         schema,
         config,

@@ -41,6 +41,12 @@ def verify_shape(
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    deep: bool = typer.Option(
+        False,
+        "--deep",
+        help="Also prove every stored message list (snapshot or full-mode list) equals the replay of the "
+        "writes before it (CK106); a second read-only pass.",
+    ),
     jobs: int = typer.Option(
         min(os.cpu_count() or 1, 4),
         "--jobs",
@@ -72,7 +78,7 @@ def verify_shape(
     message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(
         choice=selection.choice,
-        settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline),
+        settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),
         cadence_source=selection.cadence_source,
         thread_id=thread,
     )

@@ -23,7 +23,9 @@ from deerflow_ckpt.analysis.capacity import (
     WhatIf,
 )
 from deerflow_ckpt.analysis.histogram import Histogram
+from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
+from deerflow_ckpt.report.shape_json import finding_to_dict
 from deerflow_ckpt.report.timeline_json import chart_to_dict, epoch_to_dict, timeline_to_dict
 
 # 2: cadence epochs per lineage (interval histograms moved into them), what_if.epoch, the summary's timeline.
@@ -174,6 +176,17 @@ def thread_dict(thread: ThreadInspection) -> dict[str, Any]:
         "storage": storage_dict(thread.storage),
         "shown": lineage_dict(thread.shown),
         "subgraphs": [group_dict(group) for group in thread.subgraphs],
+        "proof": None if thread.proof is None else proof_dict(thread.proof),
+    }
+
+
+def proof_dict(proof: ProofResult) -> dict[str, Any]:
+    return {
+        "status": proof.status,
+        "proved_lists": proof.proved,
+        "differing_lists": proof.differing,
+        "unprovable": list(proof.unprovable),
+        "findings": [finding_to_dict(finding) for finding in proof.findings],
     }
 
 

@@ -32,6 +32,7 @@ from deerflow_ckpt.analysis.capacity import (
 )
 from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.histogram import Bucket, Histogram
+from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.clock import format_time
@@ -339,6 +340,24 @@ def subgraph_table(groups: Iterable[NamespaceGroup]) -> Table:
     return table
 
 
+def proof_line(proof: ProofResult) -> Text:
+    """inspect thread --deep: whether the shown lineage's stored lists are the replay of their writes."""
+    line = Text("  proof: ", style="bold")
+    if proof.findings:
+        first = proof.findings[0]
+        verb = "differs" if proof.differing == 1 else "differ"
+        line.append(f"{_plural(proof.differing, 'stored list')} {verb} from the replay of its writes", "bold red")
+        line.append(printable(f" (first at checkpoint {first.checkpoint_id}: {first.message})"))
+    elif proof.unprovable:
+        line.append(f"{_plural(proof.proved, 'stored list')} proved; could not be proven in part", "yellow")
+        line.append(printable(f" ({proof.unprovable[0]})"))
+    elif proof.proved:
+        line.append(f"all {_plural(proof.proved, 'stored list')} equal the replay of their writes", "green")
+    else:
+        line.append("no stored message list to prove")
+    return line
+
+
 def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Console) -> None:
     shown = thread.shown
     ns = "conversation ''" if shown.checkpoint_ns == "" else printable(repr(shown.checkpoint_ns))
@@ -347,6 +366,8 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
     )
     console.print(title)
     render_lineage(shown, scope, console)
+    if thread.proof is not None:
+        console.print(proof_line(thread.proof))
     if thread.subgraphs:
         console.print(Text("Subgraph namespaces (their own cadence; summarised apart, not in the histogram)", "bold"))
         console.print(_indented(subgraph_table(thread.subgraphs)))

@@ -14,7 +14,8 @@ from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 # 2: settings.since/clock_skew_seconds/rolling_window_seconds and the timeline object.
-JSON_SCHEMA_VERSION = 2
+# 3: settings.deep and the proof object (null without --deep).
+JSON_SCHEMA_VERSION = 3
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
@@ -34,6 +35,22 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 def _since_time(boundary: str) -> str | None:
     written = write_time_ns(boundary)
     return None if written is None else format_time(written)
+
+
+def _proof_to_dict(report: ScanReport) -> dict[str, Any] | None:
+    proof = report.proof
+    if proof is None:
+        return None
+    return {
+        "lineages": proof.lineages,
+        "proved_lists": proof.proved_lists,
+        "differing_lists": proof.differing_lists,
+        "unprovable_lineages": proof.unprovable_lineages,
+        "unprovable": [
+            {"thread_id": thread_id, "checkpoint_ns": ns, "reason": reason}
+            for thread_id, ns, reason in proof.unprovable
+        ],
+    }
 
 
 def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
@@ -56,6 +73,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "clock_skew_seconds": timeline_settings.clock_skew_ns / 1e9,
             "rolling_window_seconds": timeline_settings.rolling_window_ns / 1e9,
             "fail_on": fail_on.value,
+            "deep": report.proof is not None,
         },
         "timeline": timeline_to_dict(report.timeline),
         "summary": {
@@ -69,6 +87,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "by_rule": dict(sorted(report.rule_counts().items())),
             "by_severity": by_severity,
         },
+        "proof": _proof_to_dict(report),
         "findings": [finding_to_dict(finding) for finding in report.findings],
         "exit_code": exit_code,
     }

@@ -11,6 +11,8 @@ from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
+# Unprovable lineages named in the text report (json lists more).
+_SHOWN_UNPROVABLE = 5
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
@@ -46,6 +48,22 @@ def _timeline_lines(report: ScanReport) -> list[str]:
     return lines
 
 
+def _proof_lines(report: ScanReport) -> list[str]:
+    proof = report.proof
+    if proof is None:
+        return []
+    lines = [
+        f"deep proof: {proof.proved_lists} stored message lists equal the replay of their writes, "
+        f"{proof.differing_lists} differ (CK106), in {proof.lineages} lineages"
+    ]
+    if proof.unprovable_lineages:
+        lines.append(f"  {proof.unprovable_lineages} lineages could not be proven in part; the first:")
+        for thread_id, ns, reason in proof.unprovable[:_SHOWN_UNPROVABLE]:
+            where = f"thread {thread_id}" + (f" ns {ns}" if ns else "")
+            lines.append(f"    {where}: {reason}")
+    return lines
+
+
 def render_text(report: ScanReport, console: Console) -> None:
     console.print(Text(f"Scanned {report.database}", style="bold"))
     console.print(f"  found via {report.found_via}")
@@ -59,6 +77,8 @@ def render_text(report: ScanReport, console: Console) -> None:
         f"  {report.threads} threads ({kinds.get('delta', 0)} delta, {kinds.get('full', 0)} full, "
         f"{kinds.get('migrated', 0)} migrated), {report.lineages} lineages, {report.checkpoints} checkpoints"
     )
+    for proof_line in _proof_lines(report):
+        console.print(f"  {printable(proof_line)}")
     counts = report.rule_counts()
     if not counts:
         console.print(Text("No storage-shape violations found.", style="green"))

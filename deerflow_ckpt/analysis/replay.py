@@ -1,0 +1,334 @@
+"""The deep proof: every stored message list equals the replay of the writes before it.
+
+Per lineage, the `messages` writes stored under each checkpoint are folded down every branch, as
+LangGraph applies them (one superstep's writes in (task_path, task_id, idx) order; an Overwrite replaces
+the value; otherwise DeerFlow's reducer, `add_messages` once per write), from an empty list at the thread
+start or from the first stored list of a lineage whose start is gone. Every stored list (each snapshot,
+each full-mode list) is compared with the fold at its checkpoint, message by message: id, type and
+stored bytes. The fold goes on from the replay, not from a stored list that disagreed, so one damaged
+snapshot is one finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from deerflow_ckpt.analysis.rules import CK_LIST_DIFFERS, rule
+from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.store.messages import (
+    REMOVE_ALL_ID,
+    HistoryCheckpoint,
+    LineageHistory,
+    MessageWrite,
+    StoredMessage,
+    Unprovable,
+)
+
+# metadata["source"] of a checkpoint that starts a run from new input, and of one a superstep wrote.
+_INPUT = "input"
+_LOOP = "loop"
+# How many ids a finding names of each difference.
+_SHOWN = 3
+
+
+@dataclass(slots=True)
+class ProofResult:
+    thread_id: str
+    checkpoint_ns: str
+    # Stored lists equal to their replay, and those that differ.
+    proved: int = 0
+    differing: int = 0
+    # Why part of the lineage could not be proven (empty: every stored list was compared).
+    unprovable: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.differing:
+            return "differs"
+        if self.unprovable:
+            return "unprovable"
+        return "proved" if self.proved else "nothing stored"
+
+
+@dataclass(slots=True)
+class _Origin:
+    """Where a message of the fold came from: the checkpoint its write is stored under, and the task."""
+
+    checkpoint_id: str
+    task_id: str
+
+
+class _Fold:
+    """The replayed list at one checkpoint: messages in order, with where each came from."""
+
+    __slots__ = ("agreed_at", "messages", "origins")
+
+    def __init__(
+        self, messages: list[StoredMessage], origins: list[_Origin | None], agreed_at: str | None = None
+    ) -> None:
+        self.messages = messages
+        self.origins = origins
+        # The last checkpoint on this branch whose stored list equalled the fold.
+        self.agreed_at = agreed_at
+
+    def copy(self) -> _Fold:
+        return _Fold(list(self.messages), list(self.origins), self.agreed_at)
+
+    def apply_step(self, checkpoint_id: str, writes: list[MessageWrite]) -> None:
+        """One superstep's writes, as DeltaChannel.update applies them."""
+        overwrites = [write for write in writes if write.overwrite]
+        if overwrites:
+            write = overwrites[0]
+            self.messages = list(write.items)
+            self.origins = [_Origin(checkpoint_id, write.task_id)] * len(write.items)
+            return
+        for write in writes:
+            self._add_messages(checkpoint_id, write)
+
+    def _add_messages(self, checkpoint_id: str, write: MessageWrite) -> None:
+        """langgraph.graph.message.add_messages(current, write)."""
+        if any(message.id is None for message in self.messages):
+            raise Unprovable("a write follows messages without ids (LangGraph assigns random ids to them)")
+        origin = _Origin(checkpoint_id, write.task_id)
+        items = write.items
+        remove_all = max(
+            (i for i, message in enumerate(items) if message.removes and message.id == REMOVE_ALL_ID), default=None
+        )
+        if remove_all is not None:
+            self.messages = list(items[remove_all + 1 :])
+            self.origins = [origin] * len(self.messages)
+            return
+        position = {message.id: i for i, message in enumerate(self.messages)}
+        removed: set[str] = set()
+        for message in items:
+            assert message.id is not None
+            existing = position.get(message.id)
+            if existing is not None:
+                if message.removes:
+                    removed.add(message.id)
+                else:
+                    removed.discard(message.id)
+                    self.messages[existing] = message
+                    self.origins[existing] = origin
+            elif message.removes:
+                raise Unprovable(f"a write removes message {message.id!r}, which the list does not hold")
+            else:
+                position[message.id] = len(self.messages)
+                self.messages.append(message)
+                self.origins.append(origin)
+        if removed:
+            kept = [i for i, message in enumerate(self.messages) if message.id not in removed]
+            self.messages = [self.messages[i] for i in kept]
+            self.origins = [self.origins[i] for i in kept]
+
+
+def _ordered(writes: list[MessageWrite]) -> list[MessageWrite]:
+    return sorted(writes, key=lambda write: (write.task_path, write.task_id, write.idx))
+
+
+def _shown(ids: list[str]) -> str:
+    quoted = ", ".join(repr(i) for i in ids[:_SHOWN])
+    return quoted + (f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")
+
+
+def describe_difference(stored: tuple[StoredMessage, ...], fold: _Fold) -> str | None:
+    """What differs between a stored list and the fold, or None when they are equal."""
+    replayed = fold.messages
+    if len(stored) == len(replayed) and all(
+        a.id == b.id and a.payload == b.payload for a, b in zip(stored, replayed, strict=True)
+    ):
+        return None
+    stored_ids = [m.id or "" for m in stored]
+    replay_ids = [m.id or "" for m in replayed]
+    stored_set, replay_set = set(stored_ids), set(replay_ids)
+    parts: list[str] = []
+    missing = [i for i in replay_ids if i not in stored_set]
+    extra = [i for i in stored_ids if i not in replay_set]
+    if missing:
+        parts.append(f"missing {_shown(missing)}")
+    if extra:
+        parts.append(f"extra {_shown(extra)}")
+    common_stored = [i for i in stored_ids if i in replay_set]
+    common_replay = [i for i in replay_ids if i in stored_set]
+    if common_stored != common_replay:
+        moved = [a for a, b in zip(common_stored, common_replay, strict=False) if a != b]
+        parts.append(f"reordered ({_shown(moved)} out of place)")
+    by_id = {m.id: m for m in replayed}
+    changed = [m.id or "" for m in stored if m.id in by_id and by_id[m.id].payload != m.payload]
+    if changed:
+        parts.append(f"content changed in {_shown(changed)}")
+    if not parts:
+        parts.append("the same ids with a different message type or duplicate ids")
+    return "; ".join(parts)
+
+
+def _first_divergence(stored: tuple[StoredMessage, ...], fold: _Fold) -> str:
+    """The earliest write the difference involves, or the last stored list on the branch that agreed."""
+    stored_by_id = {m.id: m for m in stored}
+    for message, origin in zip(fold.messages, fold.origins, strict=True):
+        twin = stored_by_id.get(message.id)
+        if origin is not None and (twin is None or twin.payload != message.payload):
+            return f"first divergence at the write of task {origin.task_id} under checkpoint {origin.checkpoint_id}"
+    if fold.agreed_at is not None:
+        return f"the last stored list that agreed is at checkpoint {fold.agreed_at}"
+    return "no earlier stored list on this branch agreed"
+
+
+# Called with each checkpoint's id and the fold there (None where it could not be followed): for tests.
+Observer = Callable[[str, list[StoredMessage] | None], None]
+
+
+def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> ProofResult:
+    """Fold the lineage's writes down every branch and compare each stored list with the fold."""
+    result = ProofResult(history.thread_id, history.checkpoint_ns)
+    by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in history.checkpoints}
+    children: dict[str, list[HistoryCheckpoint]] = {}
+    roots: list[HistoryCheckpoint] = []
+    for checkpoint in history.checkpoints:
+        parent = checkpoint.parent_id
+        if parent is not None and parent in by_id and parent != checkpoint.checkpoint_id:
+            children.setdefault(parent, []).append(checkpoint)
+        else:
+            roots.append(checkpoint)
+    visited: set[str] = set()
+    for root in roots:
+        # A thread starts empty; a lineage whose start is gone, or a first checkpoint that stores a list
+        # (update_state on a new thread, whose writes are stored nowhere), starts at that list.
+        start = _Fold([], []) if root.parent_id is None and root.stored is None else None
+        if start is None and root.stored is None and root.unprovable is None:
+            result.unprovable.append(
+                f"checkpoint {root.checkpoint_id}'s parent is not stored and it holds no list to start from"
+            )
+        _prove_branch(root, start, children, result, visited, history, observe)
+    unreached = len(history.checkpoints) - len(visited)
+    if unreached:
+        result.unprovable.append(f"{unreached} checkpoint(s) are not reachable from a start (a parent cycle)")
+    return result
+
+
+def _prove_branch(
+    root: HistoryCheckpoint,
+    start: _Fold | None,
+    children: dict[str, list[HistoryCheckpoint]],
+    result: ProofResult,
+    visited: set[str],
+    history: LineageHistory,
+    observe: Observer | None,
+) -> None:
+    # Depth first with an explicit stack: a thread may be thousands of checkpoints deep.
+    stack: list[tuple[HistoryCheckpoint, _Fold | None]] = [(root, start)]
+    while stack:
+        checkpoint, fold = stack.pop()
+        if checkpoint.checkpoint_id in visited:
+            continue
+        visited.add(checkpoint.checkpoint_id)
+        fold = _check(checkpoint, fold, result, history)
+        if observe is not None:
+            observe(checkpoint.checkpoint_id, None if fold is None else list(fold.messages))
+        below = children.get(checkpoint.checkpoint_id, [])
+        if not below:
+            continue
+        before = fold.copy() if fold is not None and any(c.source == _INPUT for c in below) else None
+        after = _advance(checkpoint, fold, result, forked=len(below) > 1) if fold is not None else None
+        for child in below:
+            branch = before if child.source == _INPUT else after
+            if len(below) > 1 and child.source not in (_INPUT, _LOOP):
+                # update_state at a fork point: its writes are not stored under the parent (those are the
+                # other branch's); the branch is proven from its first stored list on.
+                branch = None
+                if child.stored is None and child.unprovable is None:
+                    result.unprovable.append(
+                        f"checkpoint {child.checkpoint_id} starts a branch by {child.source or 'an update'} "
+                        "whose writes are not stored; the proof resumes at the branch's first stored list"
+                    )
+            stack.append((child, branch.copy() if branch is not None and len(below) > 1 else branch))
+
+
+def _check(
+    checkpoint: HistoryCheckpoint, fold: _Fold | None, result: ProofResult, history: LineageHistory
+) -> _Fold | None:
+    """Compare the list stored here with the fold; where there is no fold, a stored list starts one."""
+    if checkpoint.unprovable is not None:
+        result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {checkpoint.unprovable}")
+        return None
+    stored = checkpoint.stored
+    if stored is None:
+        return fold
+    if fold is None:
+        # Nothing before it could be followed (a lineage start, a fork by update, an unprovable write):
+        # the replay begins again from this list, which itself is neither proven nor disproven.
+        return _Fold(list(stored), [None] * len(stored), checkpoint.checkpoint_id)
+    difference = describe_difference(stored, fold)
+    if difference is None:
+        result.proved += 1
+        fold.agreed_at = checkpoint.checkpoint_id
+        return fold
+    result.differing += 1
+    what = "snapshot" if checkpoint.snapshot else "message list"
+    result.findings.append(
+        Finding(
+            CK_LIST_DIFFERS,
+            rule(CK_LIST_DIFFERS).severity,
+            history.thread_id,
+            history.checkpoint_ns,
+            checkpoint.checkpoint_id,
+            checkpoint.step,
+            f"stored {what} ({len(stored)} messages) differs from the replay of its writes "
+            f"({len(fold.messages)} messages): {difference}; {_first_divergence(stored, fold)}",
+        )
+    )
+    return fold
+
+
+def _advance(checkpoint: HistoryCheckpoint, fold: _Fold, result: ProofResult, forked: bool) -> _Fold | None:
+    """The fold at this checkpoint's children: its writes applied (to a copy where the branches part)."""
+    if not checkpoint.writes:
+        return fold
+    fold = fold.copy() if forked else fold
+    if checkpoint.order_unknown:
+        result.unprovable.append(
+            f"checkpoint {checkpoint.checkpoint_id}: several tasks wrote messages and the store keeps no "
+            "task_path to order them by"
+        )
+        return None
+    try:
+        fold.apply_step(checkpoint.checkpoint_id, _ordered(checkpoint.writes))
+    except Unprovable as exc:
+        result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {exc}")
+        return None
+    return fold
+
+
+# How many unprovable lineages a summary keeps by name (the rest are counted).
+_NAMED_UNPROVABLE = 20
+
+
+@dataclass
+class ProofSummary:
+    """The deep proof over a whole scan."""
+
+    lineages: int = 0
+    proved_lists: int = 0
+    differing_lists: int = 0
+    # Lineages with at least one stretch that could not be followed, and the first few, with their reason.
+    unprovable_lineages: int = 0
+    unprovable: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, result: ProofResult) -> None:
+        self.lineages += 1
+        self.proved_lists += result.proved
+        self.differing_lists += result.differing
+        if result.unprovable:
+            self.unprovable_lineages += 1
+            if len(self.unprovable) < _NAMED_UNPROVABLE:
+                self.unprovable.append((result.thread_id, result.checkpoint_ns, result.unprovable[0]))
+
+    def merge(self, other: ProofSummary) -> None:
+        self.lineages += other.lineages
+        self.proved_lists += other.proved_lists
+        self.differing_lists += other.differing_lists
+        self.unprovable_lineages += other.unprovable_lineages
+        room = _NAMED_UNPROVABLE - len(self.unprovable)
+        self.unprovable.extend(other.unprovable[: max(room, 0)])

@@ -1,0 +1,320 @@
+"""Message history for the deep proof: per lineage, each checkpoint's stored list and the writes under it.
+
+A second read-only pass beside the shape scan, in the same thread order. It reads only the `messages`
+channel: the stored snapshot or list (SQLite: inline in the checkpoint; Postgres: the blob at the
+version the checkpoint names, where it has the marker or holds a plain list) and the `messages` write
+rows, each parsed by store.messages without building a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.redact import redact
+from deerflow_ckpt.store.lean import read_checkpoint, read_metadata
+from deerflow_ckpt.store.messages import (
+    HistoryCheckpoint,
+    LineageHistory,
+    Unprovable,
+    checkpoint_messages,
+    message_write,
+    stored_list,
+)
+from deerflow_ckpt.store.records import key_text
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
+from deerflow_ckpt.store.source import DatabaseTarget, PostgresTarget, SqliteTarget
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
+
+_SQLITE_CHECKPOINTS = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, CAST(checkpoint AS BLOB),
+       CAST(metadata AS BLOB)
+FROM checkpoints {where} ORDER BY thread_id, checkpoint_ns, checkpoint_id
+"""
+_SQLITE_WRITES = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB)
+FROM writes WHERE channel = 'messages' {and_where}
+ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+"""
+_PG_CHECKPOINTS = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata->>'source', metadata->>'step',
+       checkpoint->'channel_values'->'messages' = 'true'::jsonb,
+       checkpoint->'channel_versions'->>'messages'
+FROM {checkpoints} {where}
+ORDER BY thread_id{c}, checkpoint_ns{c}, checkpoint_id{c}
+"""
+_PG_BLOBS = """
+SELECT thread_id, checkpoint_ns, version, type, blob
+FROM {blobs} WHERE channel = 'messages' {and_where}
+ORDER BY thread_id{c}, checkpoint_ns{c}, version{c}
+"""
+_PG_WRITES = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, type, blob
+FROM {writes} WHERE channel = 'messages' {and_where}
+ORDER BY thread_id{c}, checkpoint_ns{c}, checkpoint_id{c}, task_id, idx
+"""
+_FETCH_ROWS = 500
+
+
+def open_history(target: DatabaseTarget) -> SqliteHistoryReader | PostgresHistoryReader:
+    if isinstance(target, SqliteTarget):
+        return SqliteHistoryReader(target)
+    assert isinstance(target, PostgresTarget)
+    return PostgresHistoryReader(target)
+
+
+def _add_write(checkpoint: HistoryCheckpoint, row: tuple[Any, ...], has_path: bool) -> None:
+    task_id, task_path, idx, kind, data = row
+    if checkpoint.unprovable is not None:
+        return
+    where = f"the messages write of task {key_text(task_id)}"
+    if kind != "msgpack" or data is None:
+        checkpoint.unprovable = f"{where} is not msgpack ({key_text(kind)})"
+        return
+    try:
+        write = message_write(key_text(task_id), key_text(task_path or ""), int(idx or 0), data, where)
+    except Unprovable as exc:
+        checkpoint.unprovable = str(exc)
+        return
+    if not has_path and any(earlier.task_id != write.task_id for earlier in checkpoint.writes):
+        checkpoint.order_unknown = True
+    checkpoint.writes.append(write)
+
+
+def _set_stored(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | memoryview, where: str) -> None:
+    if kind != "msgpack":
+        checkpoint.unprovable = f"{where} is not msgpack ({key_text(kind)})"
+        return
+    try:
+        checkpoint.stored, checkpoint.snapshot = stored_list(data, where)
+    except Unprovable as exc:
+        checkpoint.unprovable = str(exc)
+
+
+def _set_from_checkpoint(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None) -> None:
+    if kind != "msgpack" or data is None:
+        checkpoint.unprovable = "the checkpoint is not msgpack (see the shape findings)"
+        return
+    try:
+        found = checkpoint_messages(data, "the stored messages")
+    except Unprovable as exc:
+        checkpoint.unprovable = str(exc)
+        return
+    if found is not None:
+        checkpoint.stored, checkpoint.snapshot = found
+
+
+class SqliteHistoryReader:
+    def __init__(self, target: SqliteTarget) -> None:
+        self.target = target
+
+    def histories(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageHistory]:
+        import sqlite3
+
+        from deerflow_ckpt.store.sqlite import connect_readonly
+
+        connection = connect_readonly(self.target)
+        try:
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(writes)")}
+            has_path = "task_path" in columns
+            clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
+            where = "WHERE " + " AND ".join(clauses) if clauses else ""
+            and_where = "AND " + " AND ".join(clauses) if clauses else ""
+            checkpoints = connection.execute(_SQLITE_CHECKPOINTS.format(where=where), parameters)
+            writes = connection.cursor().execute(
+                _SQLITE_WRITES.format(and_where=and_where, task_path="task_path" if has_path else "''"), parameters
+            )
+            yield from _merge(_sqlite_checkpoints(checkpoints), writes, has_path)
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
+        finally:
+            connection.close()
+
+
+def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, Any, HistoryCheckpoint]]:
+    for thread_id, ns, checkpoint_id, parent_id, kind, data, metadata in rows:
+        checkpoint = HistoryCheckpoint(key_text(checkpoint_id), None if parent_id is None else key_text(parent_id))
+        fields = read_metadata(metadata) if metadata is not None else None
+        if fields is not None:
+            checkpoint.source = fields.source if type(fields.source) is str else None
+            checkpoint.step = fields.step if type(fields.step) is int else None
+        values = read_checkpoint(data) if kind == "msgpack" and data is not None else None
+        if values is None:
+            _set_from_checkpoint(checkpoint, kind, data)
+        else:
+            raw = values.channel_values.get(MESSAGES_CHANNEL)
+            if raw is not None:
+                _set_stored(checkpoint, "msgpack", bytes(raw), "the stored messages")
+        yield thread_id, ns, checkpoint
+
+
+def _merge(
+    checkpoints: Iterator[tuple[Any, Any, HistoryCheckpoint]], writes: Iterator[tuple[Any, ...]], has_path: bool
+) -> Iterator[LineageHistory]:
+    """Lineages from the checkpoint stream and the write stream, which share one order."""
+    pending = next(writes, None)
+    key: tuple[Any, Any] | None = None
+    lineage: list[HistoryCheckpoint] = []
+    for thread_id, ns, checkpoint in checkpoints:
+        if (thread_id, ns) != key:
+            if key is not None:
+                pending = _attach(lineage, key, writes, pending, has_path, _sqlite_later)
+                yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage)
+            key, lineage = (thread_id, ns), []
+        lineage.append(checkpoint)
+    if key is not None:
+        _attach(lineage, key, writes, pending, has_path, _sqlite_later)
+        yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage)
+
+
+def _attach(
+    lineage: list[HistoryCheckpoint],
+    key: tuple[Any, Any],
+    writes: Iterator[Any],
+    pending: Any,
+    has_path: bool,
+    later: Callable[[tuple[Any, Any], tuple[Any, Any]], bool],
+) -> Any:
+    by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in lineage}
+    while pending is not None:
+        row_key = (pending[0], pending[1])
+        if row_key != key:
+            if later(row_key, key):
+                break
+        else:
+            checkpoint = by_id.get(key_text(pending[2]))
+            if checkpoint is not None:
+                _add_write(checkpoint, pending[3:], has_path)
+        pending = next(writes, None)
+    return pending
+
+
+def _sqlite_later(row_key: tuple[Any, Any], key: tuple[Any, Any]) -> bool:
+    from deerflow_ckpt.store.sqlite import _sqlite_order
+
+    return (_sqlite_order(row_key[0]), _sqlite_order(row_key[1])) > (_sqlite_order(key[0]), _sqlite_order(key[1]))
+
+
+class PostgresHistoryReader:
+    def __init__(self, target: PostgresTarget) -> None:
+        self.target = target
+
+    def histories(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageHistory]:
+        import psycopg
+        from psycopg import sql
+
+        from deerflow_ckpt.store.postgres import _byte_ordered, _connect, _table_names
+
+        connection = _connect(self.target)
+        try:
+            tables = _table_names(connection, self.target.schema)
+            byte_ordered = _byte_ordered(connection)
+            suffix = "" if byte_ordered else ' COLLATE "C"'
+            clauses, values = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
+            where = sql.SQL("WHERE " + " AND ".join(clauses) if clauses else "")
+            and_where = sql.SQL("AND " + " AND ".join(clauses) if clauses else "")
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = 'checkpoint_writes' AND column_name = 'task_path'"
+                    if not self.target.schema
+                    else "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                    "AND table_name = 'checkpoint_writes' AND column_name = 'task_path'",
+                    () if not self.target.schema else (self.target.schema,),
+                )
+                has_path = cursor.fetchone() is not None
+            collate = sql.SQL(suffix)
+            parameters = tuple(values)
+
+            def cursor_for(name: str, query: str, **parts: Any) -> Iterator[Any]:
+                cursor = connection.cursor(name=name, binary=True)
+                cursor.itersize = _FETCH_ROWS
+                cursor.execute(sql.SQL(query).format(c=collate, **parts), parameters)
+                return iter(cursor)
+
+            checkpoints = cursor_for("h_checkpoints", _PG_CHECKPOINTS, checkpoints=tables["checkpoints"], where=where)
+            blobs = cursor_for("h_blobs", _PG_BLOBS, blobs=tables["checkpoint_blobs"], and_where=and_where)
+            writes = cursor_for(
+                "h_writes",
+                _PG_WRITES,
+                writes=tables["checkpoint_writes"],
+                and_where=and_where,
+                task_path=sql.SQL("task_path" if has_path else "''"),
+            )
+            yield from _pg_merge(checkpoints, writes, blobs, has_path)
+            connection.rollback()
+        except psycopg.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
+        finally:
+            connection.close()
+
+
+def _pg_merge(
+    checkpoints: Iterator[tuple[Any, ...]], writes: Iterator[Any], blobs: Iterator[Any], has_path: bool
+) -> Iterator[LineageHistory]:
+    """Lineages from the three streams, which share one (byte) order."""
+    pending_write, pending_blob = next(writes, None), next(blobs, None)
+    key: tuple[Any, Any] | None = None
+    lineage: list[HistoryCheckpoint] = []
+    references: list[tuple[HistoryCheckpoint, Any, Any]] = []
+    for thread_id, ns, checkpoint_id, parent_id, source, step, marker, version in checkpoints:
+        if (thread_id, ns) != key:
+            if key is not None:
+                pending_write = _attach(lineage, key, writes, pending_write, has_path, _text_later)
+                pending_blob = _attach_blobs(references, key, blobs, pending_blob)
+                yield LineageHistory(key[0], key[1] or "", lineage)
+            key, lineage, references = (thread_id, ns), [], []
+        checkpoint = HistoryCheckpoint(checkpoint_id, parent_id, source, _integer(step))
+        lineage.append(checkpoint)
+        references.append((checkpoint, marker, version))
+    if key is not None:
+        _attach(lineage, key, writes, pending_write, has_path, _text_later)
+        _attach_blobs(references, key, blobs, pending_blob)
+        yield LineageHistory(key[0], key[1] or "", lineage)
+
+
+def _integer(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def _text_later(row_key: tuple[Any, Any], key: tuple[Any, Any]) -> bool:
+    # Postgres keys are text, read in byte order, which is the order Python compares str in.
+    return (row_key[0], row_key[1] or "") > (key[0], key[1] or "")
+
+
+def _attach_blobs(
+    references: list[tuple[HistoryCheckpoint, Any, Any]], key: tuple[Any, Any], blobs: Iterator[Any], pending: Any
+) -> Any:
+    """Each checkpoint's stored list: the blob at its version where it has the snapshot marker, or where it
+    created a plain-list version (full mode); a version it shares with an earlier checkpoint is not its own."""
+    versions: dict[Any, tuple[Any, bytes | None]] = {}
+    while pending is not None:
+        row_key = (pending[0], pending[1])
+        if row_key != key:
+            if _text_later(row_key, key):
+                break
+        else:
+            versions[pending[2]] = (pending[3], pending[4])
+        pending = next(blobs, None)
+    seen: set[Any] = set()
+    for checkpoint, marker, version in references:
+        if version is None or checkpoint.unprovable is not None:
+            continue
+        blob = versions.get(version)
+        created = version not in seen
+        seen.add(version)
+        if marker is True:
+            if blob is None or blob[1] is None:
+                checkpoint.unprovable = "the snapshot marker names no stored blob (see the shape findings)"
+            else:
+                _set_stored(checkpoint, blob[0], blob[1], "the stored snapshot")
+        elif created and blob is not None and blob[0] == "msgpack" and blob[1] is not None:
+            _set_stored(checkpoint, blob[0], blob[1], "the stored messages")
+            if checkpoint.snapshot:
+                # A snapshot blob without the marker is an inherited version, not this checkpoint's list.
+                checkpoint.stored, checkpoint.snapshot = None, False
+    return pending

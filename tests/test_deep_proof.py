@@ -1,0 +1,264 @@
+"""verify-shape --deep: every stored message list against the replay of its writes, on both backends.
+
+The fixture databases are written by real graphs; the CK106 faults are edits made afterwards through the
+saver (SQLite) or targeted SQL on the blob (Postgres). The real savers are the oracle: what LangGraph
+reads at a checkpoint, in strict msgpack mode, equals the inert fold there, message by message.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from deerflow_ckpt.analysis.replay import prove_lineage
+from deerflow_ckpt.analysis.shape import ShapeSettings
+from deerflow_ckpt.scan import ScanReport, ScanRequest, scan
+from deerflow_ckpt.store.history import open_history
+from deerflow_ckpt.store.messages import StoredMessage
+from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
+from fixtures.dbbuilder import readback
+from tests.conftest import BuiltDatabase
+from tests.test_verify_shape_rules import expected, located
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+# Scenarios whose threads must prove every stored list they hold (and hold some).
+PROVED_SCENARIOS = (
+    "clean-delta",
+    "clean-full",
+    "migration",
+    "overwrite",
+    "remove",
+    "update-state",
+    "fork",
+    "superstep-bound",
+    "mixed-writers",
+    "subgraph",
+)
+
+
+@pytest.fixture(params=BACKENDS)
+def built(request: pytest.FixtureRequest) -> BuiltDatabase:
+    database: BuiltDatabase = request.getfixturevalue(f"built_{request.param}")
+    return database
+
+
+_reports: dict[str, ScanReport] = {}
+
+
+def deep_scan(built: BuiltDatabase, jobs: int = 1) -> ScanReport:
+    key = f"{built.db}|{built.schema}|{jobs}"
+    if key not in _reports:
+        choice = DatabaseChoice(target_from_argument(built.db, built.schema or ""), "test")
+        _reports[key] = scan(ScanRequest(choice, ShapeSettings(deep=True), "test"), jobs=jobs)
+    return _reports[key]
+
+
+def test_deep_scan_reports_exactly_the_faults(built: BuiltDatabase) -> None:
+    """Every fault is found where it was injected, CK106 ones included, and nothing else is."""
+    report = deep_scan(built)
+    for thread in built.manifest.threads:
+        assert located(report.findings, thread.thread_id) == expected(thread, {"deep": True}), thread.thread_id
+    ck106 = [f for f in report.findings if f.rule == "CK106"]
+    assert {f.thread_id for f in ck106} == {
+        "fault-ck103-empty-snapshot",
+        "fault-ck106-snapshot-missing",
+        "fault-ck106-content-altered",
+        "fault-ck106-swapped",
+        "fault-ck106-foreign-snapshot",
+        "fault-ck106-full-diverged",
+    }
+    assert report.proof is not None and report.proof.differing_lists == len(ck106)
+
+
+def test_each_ck106_fault_is_caught_by_that_rule_alone(built: BuiltDatabase) -> None:
+    """Without --deep the edited threads are clean: no shape rule sees a list that lost or changed a message."""
+    choice = DatabaseChoice(target_from_argument(built.db, built.schema or ""), "test")
+    plain = scan(ScanRequest(choice, ShapeSettings(), "test"))
+    deep = deep_scan(built)
+    for thread in built.manifest.by_scenario("fault-ck106"):
+        assert located(plain.findings, thread.thread_id) == set(), thread.thread_id
+    by_thread = {f.thread_id: f.message for f in deep.findings if f.rule == "CK106"}
+    assert "missing 'a002'" in by_thread["fault-ck106-snapshot-missing"]
+    assert "content changed in 'h002'" in by_thread["fault-ck106-content-altered"]
+    assert "reordered" in by_thread["fault-ck106-swapped"]
+    assert "content changed in 'h001', 'a001'" in by_thread["fault-ck106-foreign-snapshot"]
+    assert "stored message list" in by_thread["fault-ck106-full-diverged"]
+    assert "first divergence at the write of task" in by_thread["fault-ck106-snapshot-missing"]
+
+
+def test_parallel_deep_scan_agrees(built: BuiltDatabase) -> None:
+    one, two = deep_scan(built), deep_scan(built, jobs=2)
+    assert sorted(map(repr, one.findings)) == sorted(map(repr, two.findings))
+    assert one.proof is not None and two.proof is not None
+    assert (one.proof.proved_lists, one.proof.lineages) == (two.proof.proved_lists, two.proof.lineages)
+
+
+def _histories(built: BuiltDatabase) -> Iterator[Any]:
+    yield from open_history(target_from_argument(built.db, built.schema or "")).histories()
+
+
+def test_legitimate_threads_prove_clean(built: BuiltDatabase) -> None:
+    """RemoveMessage, REMOVE_ALL, replaced ids, Overwrite, forks, migrations, update_state and several K."""
+    results = {}
+    for history in _histories(built):
+        results[(history.thread_id, history.checkpoint_ns)] = prove_lineage(history)
+    for scenario in PROVED_SCENARIOS:
+        threads = built.manifest.by_scenario(scenario)
+        assert threads, scenario
+        for thread in threads:
+            mine = [r for (tid, _), r in results.items() if tid == thread.thread_id]
+            assert mine and all(not r.findings and not r.unprovable for r in mine), (thread.thread_id, mine)
+            assert sum(r.proved for r in mine) > 0, thread.thread_id
+
+
+def _as_compared(messages: list[StoredMessage]) -> list[tuple[Any, ...]]:
+    """(id, type, content) of each message, from its stored bytes."""
+    out = []
+    for message in messages:
+        fields = msgspec.msgpack.decode(message.payload, ext_hook=lambda code, data: (code, bytes(data)))[2]
+        out.append((message.id, message.kind, fields["content"]))
+    return out
+
+
+def test_the_real_saver_reads_what_the_fold_says(built: BuiltDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oracle: LangGraph's read (strict msgpack) at the head and at sampled checkpoints equals the fold;
+    at a CK106 snapshot it reads the stored list, which the fold shows to be wrong."""
+    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "true")
+    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)
+    folds: dict[tuple[str, str], list[StoredMessage] | None] = {}
+    for history in _histories(built):
+        if history.checkpoint_ns == "":
+            prove_lineage(history, lambda cid, fold, tid=history.thread_id: folds.__setitem__((tid, cid), fold))
+    faulted = {t.thread_id: f.checkpoint_id for t in built.manifest.threads for f in t.faults if f.rule == "CK106"}
+    compared = differed = 0
+    with readback.reader(built.manifest, built.db) as (_, factory):
+        for thread in built.manifest.threads:
+            if thread.read_back in ("unsafe", "raises") or any(f.rule in ("CK104", "CK303") for f in thread.faults):
+                continue
+            puts = [c for c in thread.checkpoints if c.checkpoint_ns == ""]
+            sample = {puts[-1].checkpoint_id, *(c.checkpoint_id for c in puts[::4])}
+            damaged = faulted.get(thread.thread_id)
+            if damaged is not None:
+                # Reads after a damaged list start from it: only what lies before it is compared.
+                sample = {cid for cid in sample if cid < damaged} | {damaged}
+            for cid in sorted(sample):
+                fold = folds.get((thread.thread_id, cid))
+                if fold is None:
+                    continue
+                read = readback.state(factory, thread, cid).get("messages", [])
+                got = [(m.id, type(m).__name__, m.content) for m in read]
+                if cid == damaged:
+                    assert got != _as_compared(fold), (thread.thread_id, cid)
+                    differed += 1
+                else:
+                    assert got == _as_compared(fold), (thread.thread_id, cid)
+                    compared += 1
+    assert compared >= 150 and differed == len(faulted)
+
+
+# -- the CLI -------------------------------------------------------------------------------------------
+
+
+def test_verify_shape_deep_cli(built: BuiltDatabase) -> None:
+    from typer.testing import CliRunner
+
+    from deerflow_ckpt.cli.app import app
+    from tests.test_inspect_cli import db_args
+
+    result = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--deep", "--format", "json", "--jobs", "1"])
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert document["settings"]["deep"] is True
+    proof = document["proof"]
+    assert proof["differing_lists"] == 6 and proof["proved_lists"] > 200
+    assert proof["unprovable_lineages"] == len(proof["unprovable"]) >= 4
+    text = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--deep", "--thread", "fault-ck106-swapped"])
+    assert text.exit_code == 1
+    assert "deep proof: 3 stored message lists equal the replay of their writes, 1 differ (CK106)" in text.stdout
+    assert "CK106 error thread fault-ck106-swapped" in text.stdout
+    plain = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--thread", "fault-ck106-swapped"])
+    assert plain.exit_code == 0 and "deep proof" not in plain.stdout
+
+
+def test_inspect_thread_shows_the_proof(built: BuiltDatabase) -> None:
+    from tests.test_inspect_cli import as_json, db_args, run
+
+    document = as_json(built, "thread", "fault-ck106-content-altered", "remove-messages-k3", "--deep")
+    by_id = {thread["thread_id"]: thread["proof"] for thread in document["threads"]}
+    assert by_id["fault-ck106-content-altered"]["status"] == "differs"
+    assert by_id["fault-ck106-content-altered"]["findings"][0]["rule"] == "CK106"
+    assert by_id["remove-messages-k3"]["status"] == "proved" and by_id["remove-messages-k3"]["proved_lists"] > 0
+    text = run("thread", "fault-ck106-snapshot-missing", "--deep", *db_args(built))
+    assert text.exit_code == 0, text.output
+    assert "proof: 1 stored list differs from the replay of its writes" in text.stdout
+    assert as_json(built, "thread", "remove-messages-k3")["threads"][0]["proof"] is None
+    refused = run("thread", "--all", "--deep", *db_args(built))
+    assert refused.exit_code == 2 and "--deep proves named threads" in refused.output
+
+
+# -- what cannot be proven is said, never guessed ---------------------------------------------------------
+
+
+def test_messages_without_ids_are_not_guessed(tmp_path: Path) -> None:
+    """A stored write holding a message without an id (LangGraph gives it a random id on every replay):
+    that stretch is unprovable, and the proof resumes at the next stored snapshot, finding nothing wrong."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, StateGraph
+
+    from fixtures.dbbuilder.graphs import state_schema
+
+    def respond(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"answer {len(state['messages'])}", id=f"a{len(state['messages'])}")]}
+
+    builder = StateGraph(state_schema("delta", 2))
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "respond")
+    path = tmp_path / "ids.db"
+    connection = sqlite3.connect(path, check_same_thread=False)
+    graph = builder.compile(checkpointer=SqliteSaver(connection))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for turn in range(4):
+        graph.invoke({"messages": [HumanMessage(content=f"q{turn}", id=f"h{turn}")]}, config)
+    # The savers store a write after the reducer gave its messages ids; a write stored before (or by
+    # another writer) can lack one. Made here by targeted SQL on the first answer's write.
+    kind, value = JsonPlusSerializer().dumps_typed([AIMessage(content="answer 1")])
+    changed = connection.execute(
+        "UPDATE writes SET type = ?, value = ? WHERE channel = 'messages' AND checkpoint_id = "
+        "(SELECT checkpoint_id FROM writes WHERE channel = 'messages' ORDER BY checkpoint_id LIMIT 1 OFFSET 1)",
+        (kind, value),
+    ).rowcount
+    connection.commit()
+    connection.close()
+    assert changed == 1
+    (history,) = open_history(target_from_argument(str(path))).histories()
+    result = prove_lineage(history)
+    assert result.findings == []
+    assert len(result.unprovable) == 1 and "without an id" in result.unprovable[0]
+    # The first snapshot after the id-less write starts the proof again; the later ones are proven.
+    assert result.proved >= 2 and result.status == "unprovable"
+
+
+def test_parallel_message_writes_without_task_path_are_not_ordered_by_guess() -> None:
+    from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, MessageWrite
+
+    def message(mid: str) -> StoredMessage:
+        return StoredMessage(mid, "AIMessage", mid.encode())
+
+    start = HistoryCheckpoint("c0", None, "input")
+    start.writes = [MessageWrite("t2", "", 0, (message("b"),)), MessageWrite("t1", "", 0, (message("a"),))]
+    start.order_unknown = True
+    child = HistoryCheckpoint("c1", "c0", "loop", stored=(message("a"), message("b")))
+    result = prove_lineage(LineageHistory("t", "", [start, child]))
+    assert result.findings == [] and "task_path" in result.unprovable[0]
+    start.order_unknown = False
+    start.writes = [MessageWrite("t2", "~a", 0, (message("b"),)), MessageWrite("t1", "~b", 0, (message("a"),))]
+    ordered = prove_lineage(LineageHistory("t", "", [start, child]))
+    assert ordered.differing == 1 and "reordered" in ordered.findings[0].message
