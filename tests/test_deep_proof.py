@@ -117,13 +117,16 @@ def test_legitimate_threads_prove_clean(built: BuiltDatabase) -> None:
             assert sum(r.proved for r in mine) > 0, thread.thread_id
 
 
+def message_fields(payload: bytes) -> dict[str, Any]:
+    """The field map of a stored message (ext 5: [module, class, fields, method]), for comparing in tests."""
+    inner = msgspec.msgpack.decode(payload, ext_hook=lambda code, data: msgspec.msgpack.decode(data))
+    fields: dict[str, Any] = inner[2]
+    return fields
+
+
 def _as_compared(messages: list[StoredMessage]) -> list[tuple[Any, ...]]:
     """(id, type, content) of each message, from its stored bytes."""
-    out = []
-    for message in messages:
-        fields = msgspec.msgpack.decode(message.payload, ext_hook=lambda code, data: (code, bytes(data)))[2]
-        out.append((message.id, message.kind, fields["content"]))
-    return out
+    return [(message.id, message.kind, message_fields(message.payload)["content"]) for message in messages]
 
 
 def test_the_real_saver_reads_what_the_fold_says(built: BuiltDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,18 +250,25 @@ def test_messages_without_ids_are_not_guessed(tmp_path: Path) -> None:
 
 
 def test_parallel_message_writes_without_task_path_are_not_ordered_by_guess() -> None:
-    from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, MessageWrite
+    from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, MessageWrite, serialized_list
+    from deerflow_ckpt.store.messages import StoredList as Stored
 
     def message(mid: str) -> StoredMessage:
-        return StoredMessage(mid, "AIMessage", mid.encode())
+        fields = {"content": mid, "id": mid, "type": "ai"}
+        body = msgspec.msgpack.encode(["langchain_core.messages.ai", "AIMessage", fields, "model_validate_json"])
+        return StoredMessage(mid, "AIMessage", msgspec.msgpack.encode(msgspec.msgpack.Ext(5, body)))
 
     start = HistoryCheckpoint("c0", None, "input")
     start.writes = [MessageWrite("t2", "", 0, (message("b"),)), MessageWrite("t1", "", 0, (message("a"),))]
     start.order_unknown = True
-    child = HistoryCheckpoint("c1", "c0", "loop", stored=(message("a"), message("b")))
+    child = HistoryCheckpoint(
+        "c1", "c0", "loop", stored=Stored(serialized_list([message("a"), message("b")]), True, "")
+    )
     result = prove_lineage(LineageHistory("t", "", [start, child]))
     assert result.findings == [] and "task_path" in result.unprovable[0]
     start.order_unknown = False
     start.writes = [MessageWrite("t2", "~a", 0, (message("b"),)), MessageWrite("t1", "~b", 0, (message("a"),))]
     ordered = prove_lineage(LineageHistory("t", "", [start, child]))
     assert ordered.differing == 1 and "reordered" in ordered.findings[0].message
+    start.writes = [MessageWrite("t2", "~b", 0, (message("b"),)), MessageWrite("t1", "~a", 0, (message("a"),))]
+    assert prove_lineage(LineageHistory("t", "", [start, child])).proved == 1

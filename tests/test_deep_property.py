@@ -7,11 +7,11 @@ agree with every snapshot it stored, and with LangGraph's own read of the head.
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -23,6 +23,7 @@ from deerflow_ckpt.store.history import open_history
 from deerflow_ckpt.store.messages import StoredMessage
 from deerflow_ckpt.store.source import target_from_argument
 from fixtures.dbbuilder.graphs import state_schema
+from tests.test_deep_proof import message_fields
 
 
 def _graph(saver: SqliteSaver, cadence: int) -> Any:
@@ -59,14 +60,19 @@ def _operations(data: st.DataObject, present: list[str], serial: int) -> tuple[l
 
 
 def _compared(messages: list[StoredMessage]) -> list[tuple[Any, ...]]:
-    fields = [msgspec.msgpack.decode(m.payload, ext_hook=lambda c, d: (c, bytes(d)))[2] for m in messages]
+    fields = [message_fields(m.payload) for m in messages]
     return [(m.id, m.kind, f["content"]) for m, f in zip(messages, fields, strict=True)]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None)
 @given(cadence=st.integers(1, 5), turns=st.integers(1, 10), data=st.data())
-def test_random_histories_prove_clean(tmp_path: Path, cadence: int, turns: int, data: st.DataObject) -> None:
-    path = tmp_path / f"k{cadence}-{turns}-{data.draw(st.integers(0, 10**9))}.db"
+def test_random_histories_prove_clean(cadence: int, turns: int, data: st.DataObject) -> None:
+    # A new directory per example: Hypothesis replays examples, and a thread must start empty each time.
+    with tempfile.TemporaryDirectory() as directory:
+        _prove_random_history(Path(directory) / "random.db", cadence, turns, data)
+
+
+def _prove_random_history(path: Path, cadence: int, turns: int, data: st.DataObject) -> None:
     connection = sqlite3.connect(path, check_same_thread=False)
     graph = _graph(SqliteSaver(connection), cadence)
     config: Any = {"configurable": {"thread_id": "t"}}

@@ -23,6 +23,7 @@ from deerflow_ckpt.store.messages import (
     MessageWrite,
     StoredMessage,
     Unprovable,
+    serialized_list,
 )
 
 # metadata["source"] of a checkpoint that starts a run from new input, and of one a superstep wrote.
@@ -52,18 +53,15 @@ class ProofResult:
         return "proved" if self.proved else "nothing stored"
 
 
-@dataclass(slots=True)
-class _Origin:
-    """Where a message of the fold came from: the checkpoint its write is stored under, and the task."""
-
-    checkpoint_id: str
-    task_id: str
+# Where a message of the fold came from: (the checkpoint its write is stored under, the task). A tuple:
+# one is made per write applied.
+_Origin = tuple[str, str]
 
 
 class _Fold:
     """The replayed list at one checkpoint: messages in order, with where each came from."""
 
-    __slots__ = ("agreed_at", "messages", "origins")
+    __slots__ = ("_position", "agreed_at", "messages", "origins")
 
     def __init__(
         self, messages: list[StoredMessage], origins: list[_Origin | None], agreed_at: str | None = None
@@ -72,56 +70,73 @@ class _Fold:
         self.origins = origins
         # The last checkpoint on this branch whose stored list equalled the fold.
         self.agreed_at = agreed_at
+        # id -> index of its last occurrence, as add_messages indexes the list; None until a write needs it.
+        self._position: dict[str | None, int] | None = None
 
     def copy(self) -> _Fold:
-        return _Fold(list(self.messages), list(self.origins), self.agreed_at)
+        twin = _Fold(list(self.messages), list(self.origins), self.agreed_at)
+        twin._position = None if self._position is None else dict(self._position)
+        return twin
 
     def apply_step(self, checkpoint_id: str, writes: list[MessageWrite]) -> None:
         """One superstep's writes, as DeltaChannel.update applies them."""
+        if len(writes) == 1 and not writes[0].overwrite:
+            self._add_messages(checkpoint_id, writes[0])
+            return
         overwrites = [write for write in writes if write.overwrite]
         if overwrites:
             write = overwrites[0]
-            self.messages = list(write.items)
-            self.origins = [_Origin(checkpoint_id, write.task_id)] * len(write.items)
+            self._replace(list(write.items), (checkpoint_id, write.task_id))
             return
         for write in writes:
             self._add_messages(checkpoint_id, write)
 
+    def _replace(self, messages: list[StoredMessage], origin: _Origin) -> None:
+        self.messages = messages
+        self.origins = [origin] * len(messages)
+        self._position = None
+
+    def _index(self) -> dict[str | None, int]:
+        if self._position is None:
+            self._position = {message.id: i for i, message in enumerate(self.messages)}
+            if None in self._position:
+                raise Unprovable("a write follows messages without ids (LangGraph assigns random ids to them)")
+        return self._position
+
     def _add_messages(self, checkpoint_id: str, write: MessageWrite) -> None:
         """langgraph.graph.message.add_messages(current, write)."""
-        if any(message.id is None for message in self.messages):
-            raise Unprovable("a write follows messages without ids (LangGraph assigns random ids to them)")
-        origin = _Origin(checkpoint_id, write.task_id)
+        position = self._index()
+        origin = (checkpoint_id, write.task_id)
         items = write.items
-        remove_all = max(
-            (i for i, message in enumerate(items) if message.removes and message.id == REMOVE_ALL_ID), default=None
-        )
+        remove_all = None
+        for i, message in enumerate(items):
+            if message.removes and message.id == REMOVE_ALL_ID:
+                remove_all = i
         if remove_all is not None:
-            self.messages = list(items[remove_all + 1 :])
-            self.origins = [origin] * len(self.messages)
+            self._replace(list(items[remove_all + 1 :]), origin)
             return
-        position = {message.id: i for i, message in enumerate(self.messages)}
-        removed: set[str] = set()
+        removed: set[str | None] = set()
+        messages, origins = self.messages, self.origins
         for message in items:
-            assert message.id is not None
             existing = position.get(message.id)
             if existing is not None:
                 if message.removes:
                     removed.add(message.id)
                 else:
                     removed.discard(message.id)
-                    self.messages[existing] = message
-                    self.origins[existing] = origin
+                    messages[existing] = message
+                    origins[existing] = origin
             elif message.removes:
                 raise Unprovable(f"a write removes message {message.id!r}, which the list does not hold")
             else:
-                position[message.id] = len(self.messages)
-                self.messages.append(message)
-                self.origins.append(origin)
+                position[message.id] = len(messages)
+                messages.append(message)
+                origins.append(origin)
         if removed:
-            kept = [i for i, message in enumerate(self.messages) if message.id not in removed]
-            self.messages = [self.messages[i] for i in kept]
-            self.origins = [self.origins[i] for i in kept]
+            kept = [i for i, message in enumerate(messages) if message.id not in removed]
+            self.messages = [messages[i] for i in kept]
+            self.origins = [origins[i] for i in kept]
+            self._position = None
 
 
 def _ordered(writes: list[MessageWrite]) -> list[MessageWrite]:
@@ -136,9 +151,8 @@ def _shown(ids: list[str]) -> str:
 def describe_difference(stored: tuple[StoredMessage, ...], fold: _Fold) -> str | None:
     """What differs between a stored list and the fold, or None when they are equal."""
     replayed = fold.messages
-    if len(stored) == len(replayed) and all(
-        a.id == b.id and a.payload == b.payload for a, b in zip(stored, replayed, strict=True)
-    ):
+    # Equal bytes are one cached object: list equality tries identity first, so an intact list costs little.
+    if len(stored) == len(replayed) and replayed == list(stored):
         return None
     stored_ids = [m.id or "" for m in stored]
     replay_ids = [m.id or "" for m in replayed]
@@ -170,7 +184,7 @@ def _first_divergence(stored: tuple[StoredMessage, ...], fold: _Fold) -> str:
     for message, origin in zip(fold.messages, fold.origins, strict=True):
         twin = stored_by_id.get(message.id)
         if origin is not None and (twin is None or twin.payload != message.payload):
-            return f"first divergence at the write of task {origin.task_id} under checkpoint {origin.checkpoint_id}"
+            return f"first divergence at the write of task {origin[1]} under checkpoint {origin[0]}"
     if fold.agreed_at is not None:
         return f"the last stored list that agreed is at checkpoint {fold.agreed_at}"
     return "no earlier stored list on this branch agreed"
@@ -221,29 +235,51 @@ def _prove_branch(
     stack: list[tuple[HistoryCheckpoint, _Fold | None]] = [(root, start)]
     while stack:
         checkpoint, fold = stack.pop()
-        if checkpoint.checkpoint_id in visited:
+        checkpoint_id = checkpoint.checkpoint_id
+        if checkpoint_id in visited:
             continue
-        visited.add(checkpoint.checkpoint_id)
-        fold = _check(checkpoint, fold, result, history)
+        visited.add(checkpoint_id)
+        if checkpoint.stored is not None or checkpoint.unprovable is not None:
+            fold = _check(checkpoint, fold, result, history)
         if observe is not None:
-            observe(checkpoint.checkpoint_id, None if fold is None else list(fold.messages))
-        below = children.get(checkpoint.checkpoint_id, [])
-        if not below:
+            observe(checkpoint_id, None if fold is None else list(fold.messages))
+        below = children.get(checkpoint_id)
+        if below is None:
             continue
-        before = fold.copy() if fold is not None and any(c.source == _INPUT for c in below) else None
-        after = _advance(checkpoint, fold, result, forked=len(below) > 1) if fold is not None else None
-        for child in below:
-            branch = before if child.source == _INPUT else after
-            if len(below) > 1 and child.source not in (_INPUT, _LOOP):
-                # update_state at a fork point: its writes are not stored under the parent (those are the
-                # other branch's); the branch is proven from its first stored list on.
-                branch = None
-                if child.stored is None and child.unprovable is None:
-                    result.unprovable.append(
-                        f"checkpoint {child.checkpoint_id} starts a branch by {child.source or 'an update'} "
-                        "whose writes are not stored; the proof resumes at the branch's first stored list"
-                    )
-            stack.append((child, branch.copy() if branch is not None and len(below) > 1 else branch))
+        if len(below) == 1:
+            # The common case, a chain: the fold goes on in place.
+            child = below[0]
+            if child.source != _INPUT and fold is not None and checkpoint.writes:
+                fold = _advance(checkpoint, fold, result, forked=False)
+            stack.append((child, fold))
+            continue
+        _fork(checkpoint, fold, below, result, stack)
+
+
+def _fork(
+    checkpoint: HistoryCheckpoint,
+    fold: _Fold | None,
+    below: list[HistoryCheckpoint],
+    result: ProofResult,
+    stack: list[tuple[HistoryCheckpoint, _Fold | None]],
+) -> None:
+    """Where branches part: each child folds from its own copy."""
+    # An input child takes the value before this checkpoint's writes (usually there are none).
+    keep = fold is not None and checkpoint.writes and any(c.source == _INPUT for c in below)
+    before = fold.copy() if keep and fold is not None else fold
+    after = _advance(checkpoint, fold, result, forked=True) if fold is not None else None
+    for child in below:
+        branch = before if child.source == _INPUT else after
+        if child.source not in (_INPUT, _LOOP):
+            # update_state at a fork point: its writes are not stored under the parent (those are the
+            # other branch's); the branch is proven from its first stored list on.
+            branch = None
+            if child.stored is None and child.unprovable is None:
+                result.unprovable.append(
+                    f"checkpoint {child.checkpoint_id} starts a branch by {child.source or 'an update'} "
+                    "whose writes are not stored; the proof resumes at the branch's first stored list"
+                )
+        stack.append((child, branch.copy() if branch is not None else None))
 
 
 def _check(
@@ -256,17 +292,26 @@ def _check(
     stored = checkpoint.stored
     if stored is None:
         return fold
+    if fold is not None and stored.data == serialized_list(fold.messages):
+        result.proved += 1
+        fold.agreed_at = checkpoint.checkpoint_id
+        return fold
+    try:
+        messages = stored.messages(history.cache)
+    except Unprovable as exc:
+        result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {exc}")
+        return None
     if fold is None:
         # Nothing before it could be followed (a lineage start, a fork by update, an unprovable write):
         # the replay begins again from this list, which itself is neither proven nor disproven.
-        return _Fold(list(stored), [None] * len(stored), checkpoint.checkpoint_id)
-    difference = describe_difference(stored, fold)
+        return _Fold(list(messages), [None] * len(messages), checkpoint.checkpoint_id)
+    difference = describe_difference(messages, fold)
     if difference is None:
         result.proved += 1
         fold.agreed_at = checkpoint.checkpoint_id
         return fold
     result.differing += 1
-    what = "snapshot" if checkpoint.snapshot else "message list"
+    what = "snapshot" if stored.snapshot else "message list"
     result.findings.append(
         Finding(
             CK_LIST_DIFFERS,
@@ -275,8 +320,8 @@ def _check(
             history.checkpoint_ns,
             checkpoint.checkpoint_id,
             checkpoint.step,
-            f"stored {what} ({len(stored)} messages) differs from the replay of its writes "
-            f"({len(fold.messages)} messages): {difference}; {_first_divergence(stored, fold)}",
+            f"stored {what} ({len(messages)} messages) differs from the replay of its writes "
+            f"({len(fold.messages)} messages): {difference}; {_first_divergence(messages, fold)}",
         )
     )
     return fold
@@ -293,8 +338,9 @@ def _advance(checkpoint: HistoryCheckpoint, fold: _Fold, result: ProofResult, fo
             "task_path to order them by"
         )
         return None
+    writes = checkpoint.writes
     try:
-        fold.apply_step(checkpoint.checkpoint_id, _ordered(checkpoint.writes))
+        fold.apply_step(checkpoint.checkpoint_id, writes if len(writes) == 1 else _ordered(writes))
     except Unprovable as exc:
         result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {exc}")
         return None

@@ -71,12 +71,12 @@ def read_checkpoint(data: bytes) -> CheckpointFields | None:
         return None
 
 
-def snapshot_payload_size(raw: msgspec.Raw) -> int | None:
-    """The payload size when `raw` is exactly one `_DeltaSnapshot` ext value, else None."""
-    data = memoryview(raw)
-    if len(data) < 3:
+def ext_header(data: bytes | memoryview | msgspec.Raw) -> tuple[int, int] | None:
+    """(ext code, header size) when `data` is exactly one msgpack ext value, else None."""
+    view = memoryview(data)
+    if len(view) < 3:
         return None
-    marker = data[0]
+    marker = view[0]
     size = _FIXEXT_SIZES.get(marker)
     if size is not None:
         header = 2
@@ -85,10 +85,18 @@ def snapshot_payload_size(raw: msgspec.Raw) -> int | None:
         if width is None:
             return None
         header = 2 + width
-        size = int.from_bytes(data[1 : 1 + width], "big")
-    if data[header - 1] != EXT_DELTA_SNAPSHOT or header + size != len(data):
+        size = int.from_bytes(view[1 : 1 + width], "big")
+    if header + size != len(view):
         return None
-    return size
+    return view[header - 1], header
+
+
+def snapshot_payload_size(raw: msgspec.Raw) -> int | None:
+    """The payload size when `raw` is exactly one `_DeltaSnapshot` ext value, else None."""
+    found = ext_header(raw)
+    if found is None or found[0] != EXT_DELTA_SNAPSHOT:
+        return None
+    return len(memoryview(raw)) - found[1]
 
 
 def snapshot_is_empty(raw: msgspec.Raw, size: int) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.store.lean import ext_header
 from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V2
 
 # langchain_core's RemoveMessage, and the id that removes every message (REMOVE_ALL_MESSAGES).
@@ -32,7 +33,7 @@ class StoredMessage:
     id: str | None
     # The class name ("AIMessage"); RemoveMessage marks a removal in a write.
     kind: str
-    # The ext payload as stored: equal bytes, equal message.
+    # The message's stored bytes (the whole ext value): equal bytes, equal message.
     payload: bytes
 
     @property
@@ -40,7 +41,36 @@ class StoredMessage:
         return self.kind == REMOVE_MESSAGE[1]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
+class StoredList:
+    """A stored message list, kept as its msgpack array: an intact one is proven by comparing bytes with
+    the fold's messages laid end to end, and only a list that differs (or starts a fold) is read item by item."""
+
+    data: bytes
+    snapshot: bool
+    where: str
+
+    def messages(self, cache: MessageCache) -> tuple[StoredMessage, ...]:
+        items = _list_items(self.data, self.where)
+        if items is None:
+            raise Unprovable(f"{self.where} is not a message list")
+        # A stored list went through the reducer, which gave every message an id; Overwrite values did not.
+        return cache.messages(items, self.where, ids_required=False)
+
+
+def serialized_list(messages: list[StoredMessage]) -> bytes:
+    """The msgpack array of these messages, as a serializer writes a list: a header, then each value."""
+    count = len(messages)
+    if count < 16:
+        header = bytes((0x90 | count,))
+    elif count < 1 << 16:
+        header = b"\xdc" + count.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + count.to_bytes(4, "big")
+    return header + b"".join(message.payload for message in messages)
+
+
+@dataclass(slots=True)
 class MessageWrite:
     """One stored `messages` write, in the order LangGraph applies a superstep's writes."""
 
@@ -62,8 +92,7 @@ class HistoryCheckpoint:
     source: str | None = None
     step: int | None = None
     # The list stored here (a snapshot or a full-mode list); None when this checkpoint stores none.
-    stored: tuple[StoredMessage, ...] | None = None
-    snapshot: bool = False
+    stored: StoredList | None = None
     writes: list[MessageWrite] = field(default_factory=list)
     # Why this checkpoint's stored list or writes cannot be followed (the first reason found).
     unprovable: str | None = None
@@ -76,18 +105,8 @@ class LineageHistory:
     thread_id: str
     checkpoint_ns: str
     checkpoints: list[HistoryCheckpoint]
-
-
-class _Ext:
-    __slots__ = ("code", "data")
-
-    def __init__(self, code: int, data: memoryview) -> None:
-        self.code = code
-        self.data = bytes(data)
-
-
-def _ext_hook(code: int, data: memoryview) -> _Ext:
-    return _Ext(code, data)
+    # The messages read so far in this lineage; stored lists are read through it, and only when needed.
+    cache: MessageCache = field(default_factory=lambda: MessageCache())
 
 
 class _Fields(msgspec.Struct):
@@ -96,81 +115,130 @@ class _Fields(msgspec.Struct):
     id: Any = None
 
 
-_value = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
-_model = msgspec.msgpack.Decoder(tuple[str, str, msgspec.Raw, msgspec.Raw])
-_model_short = msgspec.msgpack.Decoder(tuple[str, str, msgspec.Raw])
-_fields = msgspec.msgpack.Decoder(_Fields)
+class _Model(msgspec.Struct, array_like=True):
+    """An ext 5 payload: [module, class name, fields, method] (the method is optional)."""
+
+    module: str
+    name: str
+    fields: _Fields
+    method: Any = None
 
 
-def _decode(data: bytes | memoryview, what: str) -> Any:
+class _ChannelValues(msgspec.Struct):
+    """A checkpoint's channel values, each left as raw msgpack; every other key is skipped unparsed."""
+
+    channel_values: dict[str, msgspec.Raw] = {}
+
+
+# A list's items, each one value's raw bytes (a message is one ext value): nothing is built.
+_items = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_ext = msgspec.msgpack.Decoder(msgspec.msgpack.Ext)
+_model = msgspec.msgpack.Decoder(_Model)
+_channel_values = msgspec.msgpack.Decoder(_ChannelValues)
+_arguments = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+_NIL = b"\xc0"
+
+
+def _message(raw: bytes, where: str, ids_required: bool) -> StoredMessage:
     try:
-        return _value.decode(data)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise Unprovable(f"{what} is not decodable msgpack ({exc})") from None
-
-
-def _message(item: Any, where: str, ids_required: bool) -> StoredMessage:
-    if type(item) is not _Ext or item.code != EXT_PYDANTIC_V2:
+        ext = _ext.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        ext = None
+    if ext is None or ext.code != EXT_PYDANTIC_V2:
         raise Unprovable(f"{where} holds a value LangGraph converts to a message on load (a new id each time)")
     try:
-        try:
-            module, name, raw_fields, _ = _model.decode(item.data)
-        except msgspec.ValidationError:
-            module, name, raw_fields = _model_short.decode(item.data)
-        message_id = _fields.decode(raw_fields).id
+        model = _model.decode(ext.data)
     except (msgspec.DecodeError, RecursionError):
         raise Unprovable(f"{where} holds a message whose fields cannot be read") from None
+    module, name, message_id = model.module, model.name, model.fields.id
     if not module.startswith("langchain_core.messages") or name.endswith("Chunk"):
         raise Unprovable(f"{where} holds a {name}, which LangGraph converts on load")
     if message_id is not None and type(message_id) is not str:
         raise Unprovable(f"{where} holds a message whose id is not text")
     if message_id is None and ids_required:
         raise Unprovable(f"{where} holds a message without an id (LangGraph assigns a random one on load)")
-    return StoredMessage(message_id, name, item.data)
+    return StoredMessage(message_id, name, raw)
 
 
-def _messages(value: Any, where: str, ids_required: bool) -> tuple[StoredMessage, ...]:
-    items = value if type(value) is list else [value]
-    return tuple(_message(item, where, ids_required) for item in items)
+class MessageCache:
+    """Messages already read in this lineage, by their bytes: every snapshot repeats the ones before it, and
+    the same bytes give the same StoredMessage object, so comparing two lists mostly compares identities."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, StoredMessage] = {}
+
+    def messages(self, raws: list[Any], where: str, ids_required: bool) -> tuple[StoredMessage, ...]:
+        known = self._known
+        out = []
+        for raw in raws:
+            key = bytes(raw)
+            found = known.get(key)
+            if found is None or (ids_required and found.id is None):
+                found = _message(key, where, ids_required)
+                known[key] = found
+            out.append(found)
+        return tuple(out)
 
 
-def stored_list(data: bytes | memoryview, where: str) -> tuple[tuple[StoredMessage, ...], bool]:
-    """The messages a snapshot or a plain stored list holds, and whether it was a snapshot."""
-    return _stored_value(_decode(data, where), where)
+def _list_items(data: bytes | memoryview, where: str) -> list[msgspec.Raw] | None:
+    """The raw items of a msgpack array; None when the value is not an array."""
+    try:
+        return _items.decode(data)
+    except msgspec.ValidationError:
+        return None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise Unprovable(f"{where} is not decodable msgpack ({exc})") from None
 
 
-def checkpoint_messages(data: bytes | memoryview, where: str) -> tuple[tuple[StoredMessage, ...], bool] | None:
+def stored_list(data: bytes | memoryview, where: str) -> StoredList:
+    """A snapshot's list (the array inside the ext) or a plain stored list, left unread."""
+    header = ext_header(data)
+    if header is not None and header[0] == EXT_DELTA_SNAPSHOT:
+        return StoredList(bytes(memoryview(data)[header[1] :]), True, where)
+    return StoredList(bytes(data), False, where)
+
+
+def checkpoint_messages(data: bytes | memoryview, where: str) -> StoredList | None:
     """The list a whole serialized checkpoint stores under channel_values["messages"], if any (the slow path
     for checkpoints the lean reader does not take)."""
-    checkpoint = _decode(data, "the checkpoint")
-    values = checkpoint.get("channel_values") if type(checkpoint) is dict else None
-    if type(values) is not dict:
-        raise Unprovable("the checkpoint has no channel_values map")
-    if "messages" not in values:
-        return None
-    return _stored_value(values["messages"], where)
+    try:
+        values = _channel_values.decode(data).channel_values
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise Unprovable(f"the checkpoint cannot be read ({exc})") from None
+    raw = values.get("messages")
+    return None if raw is None else stored_list(raw, where)
 
 
-def _stored_value(value: Any, where: str) -> tuple[tuple[StoredMessage, ...], bool]:
-    snapshot = type(value) is _Ext and value.code == EXT_DELTA_SNAPSHOT
-    if snapshot:
-        value = _decode(value.data, where)
-    if type(value) is not list:
-        raise Unprovable(f"{where} is not a message list")
-    # A stored list went through the reducer, which gave every message an id; Overwrite values did not.
-    return _messages(value, where, ids_required=False), snapshot
+def message_write(
+    task_id: str, task_path: str, idx: int, data: bytes | memoryview, where: str, cache: MessageCache
+) -> MessageWrite:
+    """One `messages` write row's value, as the reducer receives it (a list, or one message)."""
+    items = _list_items(data, where)
+    if items is not None:
+        return MessageWrite(task_id, task_path, idx, cache.messages(items, where, ids_required=True))
+    header = ext_header(data)
+    if header is not None and header[0] == EXT_CONSTRUCTOR_KW_ARGS:
+        return _overwrite(task_id, task_path, idx, memoryview(data)[header[1] :], where, cache)
+    return MessageWrite(task_id, task_path, idx, cache.messages([data], where, ids_required=True))
 
 
-def message_write(task_id: str, task_path: str, idx: int, data: bytes | memoryview, where: str) -> MessageWrite:
-    """One `messages` write row's value, as the reducer receives it."""
-    value = _decode(data, where)
-    if type(value) is _Ext and value.code == EXT_CONSTRUCTOR_KW_ARGS:
-        try:
-            module, name, arguments = msgspec.msgpack.decode(value.data, ext_hook=_ext_hook)[:3]
-        except (msgspec.DecodeError, RecursionError, ValueError, TypeError):
-            raise Unprovable(f"{where} holds a value whose fields cannot be read") from None
-        if (module, name) == OVERWRITE and type(arguments) is dict:
-            replacement = arguments.get("value")
-            items = () if replacement is None else _messages(replacement, where, ids_required=False)
-            return MessageWrite(task_id, task_path, idx, items, overwrite=True)
-    return MessageWrite(task_id, task_path, idx, _messages(value, where, ids_required=True))
+def _overwrite(
+    task_id: str, task_path: str, idx: int, payload: memoryview, where: str, cache: MessageCache
+) -> MessageWrite:
+    """langgraph.types.Overwrite(value): the channel's new value, as it is."""
+    try:
+        parts = _items.decode(payload)
+        module, name = msgspec.msgpack.decode(parts[0], type=str), msgspec.msgpack.decode(parts[1], type=str)
+        arguments = _arguments.decode(parts[2])
+    except (msgspec.DecodeError, RecursionError, IndexError):
+        raise Unprovable(f"{where} holds a value whose fields cannot be read") from None
+    if (module, name) != OVERWRITE:
+        raise Unprovable(f"{where} holds a {name}, which is not a message")
+    replacement = arguments.get("value")
+    if replacement is None or bytes(replacement) == _NIL:
+        return MessageWrite(task_id, task_path, idx, (), overwrite=True)
+    items = _list_items(replacement, where)
+    raws: list[Any] = [replacement] if items is None else items
+    return MessageWrite(task_id, task_path, idx, cache.messages(raws, where, ids_required=False), overwrite=True)
