@@ -200,12 +200,9 @@ def _prove_share(
     summary = ProofSummary()
     for history in open_history(target).histories(selection):
         result = prove_lineage(history)
-        summary.add(result)
-        findings.extend(
-            finding
-            for finding in result.findings
-            if settings.since is None or (finding.checkpoint_id or "") >= settings.since
-        )
+        kept = [f for f in result.findings if settings.since is None or (f.checkpoint_id or "") >= settings.since]
+        summary.add(result, differing=len(kept))
+        findings.extend(kept)
     return summary
 
 

@@ -272,3 +272,131 @@ def test_parallel_message_writes_without_task_path_are_not_ordered_by_guess() ->
     assert ordered.differing == 1 and "reordered" in ordered.findings[0].message
     start.writes = [MessageWrite("t2", "~b", 0, (message("b"),)), MessageWrite("t1", "~a", 0, (message("a"),))]
     assert prove_lineage(LineageHistory("t", "", [start, child])).proved == 1
+
+
+# -- histories real runs write that a naive fold gets wrong ----------------------------------------------------
+
+
+def _graph(path: Path, mode: str, cadence: int, nodes: dict[str, Any]) -> tuple[Any, sqlite3.Connection]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    from fixtures.dbbuilder.graphs import state_schema
+
+    builder = StateGraph(state_schema(mode, cadence if mode == "delta" else None))
+    for name, node in nodes.items():
+        builder.add_node(name, node)
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+    connection = sqlite3.connect(path, check_same_thread=False)
+    return builder.compile(checkpointer=SqliteSaver(connection)), connection
+
+
+def _proof_of(path: Path) -> Any:
+    (history,) = open_history(target_from_argument(str(path))).histories()
+    return prove_lineage(history)
+
+
+@pytest.mark.parametrize("mode", ["delta", "full"])
+def test_command_update_at_a_resume_is_its_own_step(tmp_path: Path, mode: str) -> None:
+    """Command(resume=..., update={"messages": Overwrite(...)}) is stored under the same checkpoint as the
+    resumed task's write; LangGraph applies it first, on its own, then the task's."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.types import Command, Overwrite, interrupt
+
+    def respond(state: dict[str, Any]) -> dict[str, Any]:
+        n = len(state["messages"])
+        if state["messages"][-1].content.startswith("ask"):
+            interrupt("question")
+        return {"messages": [AIMessage(content=f"a{n}", id=f"a{n}")]}
+
+    graph, connection = _graph(tmp_path / "resume.db", mode, 3, {"respond": respond})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [HumanMessage(content="h0", id="h0")]}, config)
+    graph.invoke({"messages": [HumanMessage(content="ask1", id="h1")]}, config)
+    update = {"messages": Overwrite([HumanMessage(content="summary", id="s1")])}
+    graph.invoke(Command(resume="yes", update=update), config)
+    for i in range(2, 6):
+        graph.invoke({"messages": [HumanMessage(content=f"h{i}", id=f"h{i}")]}, config)
+    connection.close()
+    result = _proof_of(tmp_path / "resume.db")
+    assert result.findings == [] and result.unprovable == [] and result.proved >= 3
+
+
+@pytest.mark.parametrize("after", ["update", "update_as_node", "fork_head", "input", "resume"])
+def test_a_partly_failed_superstep_proves_clean(tmp_path: Path, after: str) -> None:
+    """One of two parallel nodes fails: the other's write stays stored under the checkpoint. A resume applies
+    it; new input, update_state or a fork from the head does not (LangGraph snapshots there instead)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    failing = {"on": False}
+
+    def first(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="x", id=f"x{len(state['messages'])}")]}
+
+    def second(state: dict[str, Any]) -> dict[str, Any]:
+        if failing["on"]:
+            failing["on"] = False
+            raise RuntimeError("boom")
+        return {"messages": [AIMessage(content="y", id=f"y{len(state['messages'])}")]}
+
+    graph, connection = _graph(tmp_path / "failed.db", "delta", 3, {"first": first, "second": second})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"h{i}", id=f"h{i}")]}, config)
+    failing["on"] = True
+    with pytest.raises(RuntimeError):
+        graph.invoke({"messages": [HumanMessage(content="hf", id="hf")]}, config)
+    if after == "update":
+        graph.update_state(config, {"messages": [HumanMessage(content="hu", id="hu")]})
+    elif after == "update_as_node":
+        graph.update_state(config, {"messages": [AIMessage(content="hu", id="hu")]}, as_node="second")
+    elif after == "fork_head":
+        graph.invoke(None, graph.get_state(config).config)
+    elif after == "input":
+        graph.invoke({"messages": [HumanMessage(content="hn", id="hn")]}, config)
+    else:
+        graph.invoke(None, config)
+    for i in range(4):
+        graph.invoke({"messages": [HumanMessage(content=f"k{i}", id=f"k{i}")]}, config)
+    connection.close()
+    result = _proof_of(tmp_path / "failed.db")
+    assert result.findings == [] and result.unprovable == [] and result.proved >= 3, result
+
+
+@pytest.mark.parametrize("cadence", [3, 10])
+def test_exit_durability_is_unprovable_not_wrong(tmp_path: Path, cadence: int) -> None:
+    """durability="exit" saves only a run's last checkpoint: the supersteps between are not replayable."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    def respond(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="a", id=f"a{len(state['messages'])}")]}
+
+    graph, connection = _graph(tmp_path / "exit.db", "delta", cadence, {"respond": respond})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for i in range(8):
+        graph.invoke({"messages": [HumanMessage(content=f"h{i}", id=f"h{i}")]}, config, durability="exit")
+    connection.close()
+    result = _proof_of(tmp_path / "exit.db")
+    assert result.findings == []
+    assert result.unprovable and "durability='exit'" in result.unprovable[0]
+
+
+def test_a_list_the_replay_starts_from_is_not_called_proven(tmp_path: Path) -> None:
+    """update_state on a new thread stores its list at the first checkpoint, with no write before it: that
+    list starts the replay and cannot itself be proven, and the report says so instead of "nothing stored"."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    def respond(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="a", id=f"a{len(state['messages'])}")]}
+
+    graph, connection = _graph(tmp_path / "seeded.db", "delta", 100, {"respond": respond})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.update_state(config, {"messages": [HumanMessage(content=f"s{i}", id=f"s{i}") for i in range(3)]})
+    graph.invoke({"messages": [HumanMessage(content="h", id="h")]}, config)
+    connection.close()
+    result = _proof_of(tmp_path / "seeded.db")
+    assert (result.status, result.started, result.proved, result.findings) == ("start only", 1, 0, [])
+    from deerflow_ckpt.report.inspect_text import proof_line
+
+    assert "1 stored list where the replay starts, none to prove" in proof_line(result).plain

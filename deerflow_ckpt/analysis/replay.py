@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from deerflow_ckpt.analysis.rules import CK_LIST_DIFFERS, rule
 from deerflow_ckpt.analysis.shape import Finding
 from deerflow_ckpt.store.messages import (
+    NULL_TASK_ID,
     REMOVE_ALL_ID,
     HistoryCheckpoint,
     LineageHistory,
@@ -29,6 +30,8 @@ from deerflow_ckpt.store.messages import (
 # metadata["source"] of a checkpoint that starts a run from new input, and of one a superstep wrote.
 _INPUT = "input"
 _LOOP = "loop"
+# The synthetic task ids of exit-mode writes of later supersteps (langgraph.pregel._checkpoint).
+_EXIT_TASK_PREFIX = "ffffffff-"
 # How many ids a finding names of each difference.
 _SHOWN = 3
 
@@ -37,9 +40,11 @@ _SHOWN = 3
 class ProofResult:
     thread_id: str
     checkpoint_ns: str
-    # Stored lists equal to their replay, and those that differ.
+    # Stored lists equal to their replay, those that differ, and those the replay had to start from (a
+    # thread's first list, or the first after a stretch that could not be followed): not provable.
     proved: int = 0
     differing: int = 0
+    started: int = 0
     # Why part of the lineage could not be proven (empty: every stored list was compared).
     unprovable: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -50,7 +55,9 @@ class ProofResult:
             return "differs"
         if self.unprovable:
             return "unprovable"
-        return "proved" if self.proved else "nothing stored"
+        if self.proved:
+            return "proved"
+        return "start only" if self.started else "nothing stored"
 
 
 # Where a message of the fold came from: (the checkpoint its write is stored under, the task). A tuple:
@@ -206,6 +213,8 @@ def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> P
             children.setdefault(parent, []).append(checkpoint)
         else:
             roots.append(checkpoint)
+    for checkpoint in history.checkpoints:
+        checkpoint.spans_supersteps = _spans_supersteps(checkpoint, children.get(checkpoint.checkpoint_id, []))
     visited: set[str] = set()
     for root in roots:
         # A thread starts empty; a lineage whose start is gone, or a first checkpoint that stores a list
@@ -220,6 +229,18 @@ def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> P
     if unreached:
         result.unprovable.append(f"{unreached} checkpoint(s) are not reachable from a start (a parent cycle)")
     return result
+
+
+def _spans_supersteps(checkpoint: HistoryCheckpoint, below: list[HistoryCheckpoint]) -> bool:
+    """A child more than one superstep on, or writes of several supersteps under one checkpoint: a run with
+    durability="exit" saves only its last checkpoint, and files what it stores under the one it started
+    from (at some cadences, no messages write at all)."""
+    step = checkpoint.step
+    if step is not None and any(c.source == _LOOP and c.step is not None and c.step > step + 1 for c in below):
+        return True
+    return any(
+        write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~") for write in checkpoint.writes
+    )
 
 
 def _prove_branch(
@@ -246,40 +267,44 @@ def _prove_branch(
         below = children.get(checkpoint_id)
         if below is None:
             continue
-        if len(below) == 1:
-            # The common case, a chain: the fold goes on in place.
-            child = below[0]
-            if child.source != _INPUT and fold is not None and checkpoint.writes:
-                fold = _advance(checkpoint, fold, result, forked=False)
-            stack.append((child, fold))
+        if len(below) == 1 and (fold is None or not _wrote(checkpoint)):
+            # The common case, a chain step with nothing to apply: the fold goes on as it is.
+            stack.append((below[0], fold))
             continue
-        _fork(checkpoint, fold, below, result, stack)
+        after: _Fold | None = None
+        applied = False
+        for child in below:
+            takes = _takes_writes(checkpoint, child)
+            if takes is None:
+                own = None  # the proof goes on from the list stored at the child
+            elif takes:
+                if not applied:
+                    # A chain applies in place; where branches part, each takes its own copy.
+                    after, applied = _advance(checkpoint, fold, result, copy=len(below) > 1), True
+                own = after if len(below) == 1 or after is None else after.copy()
+            else:
+                own = fold if len(below) == 1 or fold is None else fold.copy()
+            stack.append((child, own))
 
 
-def _fork(
-    checkpoint: HistoryCheckpoint,
-    fold: _Fold | None,
-    below: list[HistoryCheckpoint],
-    result: ProofResult,
-    stack: list[tuple[HistoryCheckpoint, _Fold | None]],
-) -> None:
-    """Where branches part: each child folds from its own copy."""
-    # An input child takes the value before this checkpoint's writes (usually there are none).
-    keep = fold is not None and checkpoint.writes and any(c.source == _INPUT for c in below)
-    before = fold.copy() if keep and fold is not None else fold
-    after = _advance(checkpoint, fold, result, forked=True) if fold is not None else None
-    for child in below:
-        branch = before if child.source == _INPUT else after
-        if child.source not in (_INPUT, _LOOP):
-            # update_state at a fork point: its writes are not stored under the parent (those are the
-            # other branch's); the branch is proven from its first stored list on.
-            branch = None
-            if child.stored is None and child.unprovable is None:
-                result.unprovable.append(
-                    f"checkpoint {child.checkpoint_id} starts a branch by {child.source or 'an update'} "
-                    "whose writes are not stored; the proof resumes at the branch's first stored list"
-                )
-        stack.append((child, branch.copy() if branch is not None else None))
+def _takes_writes(checkpoint: HistoryCheckpoint, child: HistoryCheckpoint) -> bool | None:
+    """Whether `child` holds the writes stored under `checkpoint`, as LangGraph ran it; None: not known.
+
+    A loop child is the superstep the writes belong to. An input child starts a new run and drops them. An
+    update or a fork that starts from a checkpoint with pending writes is not their superstep either, and
+    LangGraph stores a snapshot there, from which the proof goes on; one that stores nothing is replayed
+    as LangGraph replays it, with the writes.
+    """
+    if child.source == _INPUT:
+        return False
+    if child.source == _LOOP or not _wrote(checkpoint) or child.stored is None:
+        return True
+    return None
+
+
+def _wrote(checkpoint: HistoryCheckpoint) -> bool:
+    """Messages writes are stored under it, readable or not, or its child ran supersteps nobody saved."""
+    return bool(checkpoint.writes) or checkpoint.writes_unprovable is not None or checkpoint.spans_supersteps
 
 
 def _check(
@@ -304,6 +329,7 @@ def _check(
     if fold is None:
         # Nothing before it could be followed (a lineage start, a fork by update, an unprovable write):
         # the replay begins again from this list, which itself is neither proven nor disproven.
+        result.started += 1
         return _Fold(list(messages), [None] * len(messages), checkpoint.checkpoint_id)
     difference = describe_difference(messages, fold)
     if difference is None:
@@ -327,24 +353,41 @@ def _check(
     return fold
 
 
-def _advance(checkpoint: HistoryCheckpoint, fold: _Fold, result: ProofResult, forked: bool) -> _Fold | None:
-    """The fold at this checkpoint's children: its writes applied (to a copy where the branches part)."""
-    if not checkpoint.writes:
-        return fold
-    fold = fold.copy() if forked else fold
-    if checkpoint.order_unknown:
-        result.unprovable.append(
-            f"checkpoint {checkpoint.checkpoint_id}: several tasks wrote messages and the store keeps no "
-            "task_path to order them by"
-        )
+def _advance(checkpoint: HistoryCheckpoint, fold: _Fold | None, result: ProofResult, copy: bool) -> _Fold | None:
+    """The fold at a child that took this checkpoint's writes (applied to a copy, or in place); None: unknown."""
+    if fold is None:
         return None
+    problem = _writes_problem(checkpoint)
+    if problem is not None:
+        result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {problem}")
+        return None
+    if copy:
+        fold = fold.copy()
     writes = checkpoint.writes
     try:
-        fold.apply_step(checkpoint.checkpoint_id, writes if len(writes) == 1 else _ordered(writes))
+        if len(writes) == 1:
+            fold.apply_step(checkpoint.checkpoint_id, writes)
+            return fold
+        # Graph input and Command(update=...) (the null task) are applied as a step of their own, first.
+        commands = [write for write in writes if write.task_id == NULL_TASK_ID]
+        tasks = [write for write in writes if write.task_id != NULL_TASK_ID]
+        for step in (commands, tasks):
+            if step:
+                fold.apply_step(checkpoint.checkpoint_id, _ordered(step))
     except Unprovable as exc:
         result.unprovable.append(f"checkpoint {checkpoint.checkpoint_id}: {exc}")
         return None
     return fold
+
+
+def _writes_problem(checkpoint: HistoryCheckpoint) -> str | None:
+    if checkpoint.writes_unprovable is not None:
+        return checkpoint.writes_unprovable
+    if checkpoint.order_unknown:
+        return "several tasks wrote messages and the store keeps no task_path to order them by"
+    if checkpoint.spans_supersteps:
+        return "supersteps after it were not checkpointed (durability='exit'): their writes cannot be replayed"
+    return None
 
 
 # How many unprovable lineages a summary keeps by name (the rest are counted).
@@ -358,14 +401,17 @@ class ProofSummary:
     lineages: int = 0
     proved_lists: int = 0
     differing_lists: int = 0
+    started_lists: int = 0
     # Lineages with at least one stretch that could not be followed, and the first few, with their reason.
     unprovable_lineages: int = 0
     unprovable: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def add(self, result: ProofResult) -> None:
+    def add(self, result: ProofResult, differing: int | None = None) -> None:
+        """`differing`: how many of its differing lists are reported (a --since scan reports fewer)."""
         self.lineages += 1
         self.proved_lists += result.proved
-        self.differing_lists += result.differing
+        self.differing_lists += result.differing if differing is None else differing
+        self.started_lists += result.started
         if result.unprovable:
             self.unprovable_lineages += 1
             if len(self.unprovable) < _NAMED_UNPROVABLE:
@@ -375,6 +421,7 @@ class ProofSummary:
         self.lineages += other.lineages
         self.proved_lists += other.proved_lists
         self.differing_lists += other.differing_lists
+        self.started_lists += other.started_lists
         self.unprovable_lineages += other.unprovable_lineages
         room = _NAMED_UNPROVABLE - len(self.unprovable)
         self.unprovable.extend(other.unprovable[: max(room, 0)])

@@ -185,6 +185,7 @@ def proof_dict(proof: ProofResult) -> dict[str, Any]:
         "status": proof.status,
         "proved_lists": proof.proved,
         "differing_lists": proof.differing,
+        "started_lists": proof.started,
         "unprovable": list(proof.unprovable),
         "findings": [finding_to_dict(finding) for finding in proof.findings],
     }

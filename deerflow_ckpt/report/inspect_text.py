@@ -353,6 +353,10 @@ def proof_line(proof: ProofResult) -> Text:
         line.append(printable(f" ({proof.unprovable[0]})"))
     elif proof.proved:
         line.append(f"all {_plural(proof.proved, 'stored list')} equal the replay of their writes", "green")
+        if proof.started:
+            line.append(f" ({_plural(proof.started, 'more')} where the replay starts, not provable)")
+    elif proof.started:
+        line.append(f"{_plural(proof.started, 'stored list')} where the replay starts, none to prove", "yellow")
     else:
         line.append("no stored message list to prove")
     return line

@@ -45,6 +45,7 @@ def _proof_to_dict(report: ScanReport) -> dict[str, Any] | None:
         "lineages": proof.lineages,
         "proved_lists": proof.proved_lists,
         "differing_lists": proof.differing_lists,
+        "started_lists": proof.started_lists,
         "unprovable_lineages": proof.unprovable_lineages,
         "unprovable": [
             {"thread_id": thread_id, "checkpoint_ns": ns, "reason": reason}

@@ -56,6 +56,8 @@ def _proof_lines(report: ScanReport) -> list[str]:
         f"deep proof: {proof.proved_lists} stored message lists equal the replay of their writes, "
         f"{proof.differing_lists} differ (CK106), in {proof.lineages} lineages"
     ]
+    if proof.started_lists:
+        lines.append(f"  {proof.started_lists} stored lists were where a replay had to start (not provable)")
     if proof.unprovable_lineages:
         lines.append(f"  {proof.unprovable_lineages} lineages could not be proven in part; the first:")
         for thread_id, ns, reason in proof.unprovable[:_SHOWN_UNPROVABLE]:

@@ -16,6 +16,7 @@ from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store import native
 from deerflow_ckpt.store.lean import read_checkpoint, read_metadata
 from deerflow_ckpt.store.messages import (
+    NULL_TASK_ID,
     HistoryCheckpoint,
     LineageHistory,
     MessageCache,
@@ -70,21 +71,24 @@ def open_history(target: DatabaseTarget) -> SqliteHistoryReader | PostgresHistor
 
 def _add_write(checkpoint: HistoryCheckpoint, row: tuple[Any, ...], has_path: bool, cache: MessageCache) -> None:
     task_id, task_path, idx, kind, data = row
-    if checkpoint.unprovable is not None:
+    if checkpoint.writes_unprovable is not None:
         return
     if type(task_id) is not str or type(task_path) is not str or type(idx) is not int:
         task_id, task_path, idx = key_text(task_id), key_text(task_path or ""), idx if type(idx) is int else 0
     where = f"the messages write of task {task_id}"
     if kind != "msgpack" or data is None:
-        checkpoint.unprovable = f"{where} is not msgpack ({key_text(kind)})"
+        checkpoint.writes_unprovable = f"{where} is not msgpack ({key_text(kind)})"
         return
     try:
         write = message_write(task_id, task_path, idx, data, where, cache)
     except Unprovable as exc:
-        checkpoint.unprovable = str(exc)
+        checkpoint.writes_unprovable = str(exc)
         return
-    if not has_path and any(earlier.task_id != write.task_id for earlier in checkpoint.writes):
-        checkpoint.order_unknown = True
+    # Without a task_path (a saver before the column, or rows from before it), parallel tasks' writes have
+    # no stored order; graph input and Command updates (the null task) are applied apart and need none.
+    if (not has_path or not task_path) and task_id != NULL_TASK_ID:
+        others = [w for w in checkpoint.writes if w.task_id not in (task_id, NULL_TASK_ID) and not w.task_path]
+        checkpoint.order_unknown = checkpoint.order_unknown or bool(others)
     checkpoint.writes.append(write)
 
 
@@ -230,9 +234,9 @@ def _attach(
 
 
 def _sqlite_later(row_key: tuple[Any, Any], key: tuple[Any, Any]) -> bool:
-    from deerflow_ckpt.store.sqlite import _sqlite_order
+    from deerflow_ckpt.store.sqlite import sqlite_order
 
-    return (_sqlite_order(row_key[0]), _sqlite_order(row_key[1])) > (_sqlite_order(key[0]), _sqlite_order(key[1]))
+    return (sqlite_order(row_key[0]), sqlite_order(row_key[1])) > (sqlite_order(key[0]), sqlite_order(key[1]))
 
 
 class PostgresHistoryReader:
@@ -243,13 +247,13 @@ class PostgresHistoryReader:
         import psycopg
         from psycopg import sql
 
-        from deerflow_ckpt.store.postgres import _byte_ordered, _connect, _table_names
+        from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
 
-        connection = _connect(self.target)
+        connection = connect(self.target)
         try:
-            tables = _table_names(connection, self.target.schema)
-            byte_ordered = _byte_ordered(connection)
-            suffix = "" if byte_ordered else ' COLLATE "C"'
+            tables = table_names(connection, self.target.schema)
+            in_byte_order = byte_ordered(connection)
+            suffix = "" if in_byte_order else ' COLLATE "C"'
             clauses, values = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
             where = sql.SQL("WHERE " + " AND ".join(clauses) if clauses else "")
             and_where = sql.SQL("AND " + " AND ".join(clauses) if clauses else "")
@@ -346,7 +350,7 @@ def _attach_blobs(
         pending = next(blobs, None)
     seen: set[Any] = set()
     for checkpoint, marker, version in references:
-        if version is None or checkpoint.unprovable is not None:
+        if version is None:
             continue
         blob = versions.get(version)
         created = version not in seen

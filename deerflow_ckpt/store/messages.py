@@ -20,6 +20,8 @@ from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT
 # langchain_core's RemoveMessage, and the id that removes every message (REMOVE_ALL_MESSAGES).
 REMOVE_MESSAGE = ("langchain_core.messages.modifier", "RemoveMessage")
 REMOVE_ALL_ID = "__remove_all__"
+# The task id of writes that are not a task's: graph input and Command(update=...) (langgraph's NULL_TASK_ID).
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 # langgraph.types.Overwrite: a write that replaces the channel's value instead of going through the reducer.
 OVERWRITE = ("langgraph.types", "Overwrite")
 
@@ -96,8 +98,12 @@ class HistoryCheckpoint:
     writes: list[MessageWrite] = field(default_factory=list)
     # Why this checkpoint's stored list or writes cannot be followed (the first reason found).
     unprovable: str | None = None
-    # Several tasks wrote messages here and the store keeps no task_path to order them by.
+    # Why the writes stored under it cannot be followed (the first reason found).
+    writes_unprovable: str | None = None
+    # Several tasks wrote messages and the store keeps no task_path to order them by.
     order_unknown: bool = False
+    # The writes under it belong to more than one superstep (set by the proof from its children's steps).
+    spans_supersteps: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +151,8 @@ def _message(raw: bytes, where: str, ids_required: bool) -> StoredMessage:
     except (msgspec.DecodeError, RecursionError):
         ext = None
     if ext is None or ext.code != EXT_PYDANTIC_V2:
-        raise Unprovable(f"{where} holds a value LangGraph converts to a message on load (a new id each time)")
+        # A dict, tuple or string LangGraph converts to a message with a new id; a foreign ext it constructs.
+        raise Unprovable(f"{where} holds a value that is not a serialized LangChain message")
     try:
         model = _model.decode(ext.data)
     except (msgspec.DecodeError, RecursionError):

@@ -101,7 +101,7 @@ def _as_int(text: str | None) -> int | None:
         return None
 
 
-def _connect(target: PostgresTarget) -> Any:
+def connect(target: PostgresTarget) -> Any:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types.json import set_json_loads
@@ -136,14 +136,14 @@ def _connect(target: PostgresTarget) -> Any:
 _BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"})
 
 
-def _byte_ordered(connection: Any) -> bool:
+def byte_ordered(connection: Any) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()")
         row = cursor.fetchone()
     return row is not None and row[0] in _BYTE_ORDER_COLLATIONS
 
 
-def _table_names(connection: Any, schema: str) -> dict[str, Any]:
+def table_names(connection: Any, schema: str) -> dict[str, Any]:
     from psycopg import sql
 
     found: dict[str, Any] = {}
@@ -215,11 +215,11 @@ class PostgresCheckpointReader:
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         import psycopg
 
-        connection = _connect(self.target)
+        connection = connect(self.target)
         abandoned = False
         try:
-            tables = _table_names(connection, self.target.schema)
-            yield from self._stream(connection, tables, selection, _byte_ordered(connection))
+            tables = table_names(connection, self.target.schema)
+            yield from self._stream(connection, tables, selection, byte_ordered(connection))
             connection.rollback()
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
@@ -244,10 +244,10 @@ class PostgresCheckpointReader:
         import psycopg
         from psycopg import sql
 
-        connection = _connect(self.target)
+        connection = connect(self.target)
         try:
-            tables = _table_names(connection, self.target.schema)
-            collate = sql.SQL("") if _byte_ordered(connection) else sql.SQL(' COLLATE "C"')
+            tables = table_names(connection, self.target.schema)
+            collate = sql.SQL("") if byte_ordered(connection) else sql.SQL(' COLLATE "C"')
             yield connection, tables, collate
             connection.rollback()
         except psycopg.Error as exc:
@@ -282,17 +282,17 @@ class PostgresCheckpointReader:
             return points
 
     def _stream(
-        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, byte_ordered: bool
+        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
     ) -> Iterator[Lineage]:
         from psycopg import sql
 
-        suffix = "" if byte_ordered else ' COLLATE "C"'
+        suffix = "" if in_byte_order else ' COLLATE "C"'
         qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s", sqlite=False)
         plain, _ = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
         filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
         plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
         parameters: tuple[Any, ...] = tuple(values)
-        collate = sql.SQL("") if byte_ordered else sql.SQL(' COLLATE "C"')
+        collate = sql.SQL("") if in_byte_order else sql.SQL(' COLLATE "C"')
         checkpoints = self._cursor(
             connection,
             "ckpt_checkpoints",

@@ -510,7 +510,7 @@ def _counted_record(entry: tuple[Any, ...], decoder: InertDecoder) -> Checkpoint
     return record
 
 
-def _sqlite_order(value: object) -> tuple[int, Any]:
+def sqlite_order(value: object) -> tuple[int, Any]:
     """Where SQLite's ORDER BY puts a key value (BINARY collation): NULL, numbers, text, then BLOBs.
     Python cannot compare a str with bytes or None; the writes stream still has to be merged in order."""
     if value is None:
@@ -531,11 +531,11 @@ def _attach_writes(
 ) -> tuple[Any, ...] | None:
     """Consume the write rows of lineage `key` (both streams share one order) into its records."""
     folder = WriteFolder(records, decoder)
-    lineage_order = (_sqlite_order(key[0]), _sqlite_order(key[1]))
+    lineage_order = (sqlite_order(key[0]), sqlite_order(key[1]))
     while pending is not None:
         thread_id, ns, checkpoint_id, task_id, channel, kind, value = pending
         if thread_id != key[0] or (ns or "") != key[1]:
-            if (_sqlite_order(thread_id), _sqlite_order(ns or "")) > lineage_order:
+            if (sqlite_order(thread_id), sqlite_order(ns or "")) > lineage_order:
                 break
         else:
             folder.add(checkpoint_id, task_id, channel, kind, value)
