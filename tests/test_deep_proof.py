@@ -400,3 +400,32 @@ def test_a_list_the_replay_starts_from_is_not_called_proven(tmp_path: Path) -> N
     from deerflow_ckpt.report.inspect_text import proof_line
 
     assert "1 stored list where the replay starts, none to prove" in proof_line(result).plain
+
+
+def test_lists_kept_as_messages_past_the_budget_prove_the_same(
+    built: BuiltDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lineage past its byte budget keeps stored lists as cached messages (bounded memory for long
+    full-mode threads): with a budget of nothing, every list is kept that way and the proof is the same."""
+    from deerflow_ckpt.store import history
+
+    def outcome() -> list[tuple[Any, ...]]:
+        return [
+            (
+                h.thread_id,
+                h.checkpoint_ns,
+                r.proved,
+                r.differing,
+                r.started,
+                r.unprovable,
+                [f.message for f in r.findings],
+            )
+            for h in _histories(built)
+            for r in [prove_lineage(h)]
+        ]
+
+    as_bytes = outcome()
+    monkeypatch.setattr(history._Budget, "LIMIT", -1)
+    compacted = list(_histories(built))
+    assert any(c.stored is not None and c.stored.data is None for h in compacted for c in h.checkpoints)
+    assert outcome() == as_bytes

@@ -24,7 +24,6 @@ from deerflow_ckpt.store.messages import (
     MessageWrite,
     StoredMessage,
     Unprovable,
-    serialized_list,
 )
 
 # metadata["source"] of a checkpoint that starts a run from new input, and of one a superstep wrote.
@@ -213,8 +212,6 @@ def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> P
             children.setdefault(parent, []).append(checkpoint)
         else:
             roots.append(checkpoint)
-    for checkpoint in history.checkpoints:
-        checkpoint.spans_supersteps = _spans_supersteps(checkpoint, children.get(checkpoint.checkpoint_id, []))
     visited: set[str] = set()
     for root in roots:
         # A thread starts empty; a lineage whose start is gone, or a first checkpoint that stores a list
@@ -231,16 +228,27 @@ def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> P
     return result
 
 
+def _plain_step(checkpoint: HistoryCheckpoint, child: HistoryCheckpoint) -> bool:
+    """No writes under the checkpoint and its child is the next superstep: nothing to apply."""
+    if checkpoint.writes or checkpoint.writes_unprovable is not None:
+        return False
+    step, next_step = checkpoint.step, child.step
+    return step is None or next_step is None or next_step <= step + 1 or child.source != _LOOP
+
+
 def _spans_supersteps(checkpoint: HistoryCheckpoint, below: list[HistoryCheckpoint]) -> bool:
     """A child more than one superstep on, or writes of several supersteps under one checkpoint: a run with
     durability="exit" saves only its last checkpoint, and files what it stores under the one it started
     from (at some cadences, no messages write at all)."""
     step = checkpoint.step
-    if step is not None and any(c.source == _LOOP and c.step is not None and c.step > step + 1 for c in below):
-        return True
-    return any(
-        write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~") for write in checkpoint.writes
-    )
+    if step is not None:
+        for child in below:
+            if child.step is not None and child.step > step + 1 and child.source == _LOOP:
+                return True
+    for write in checkpoint.writes:
+        if write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~"):
+            return True
+    return False
 
 
 def _prove_branch(
@@ -267,10 +275,11 @@ def _prove_branch(
         below = children.get(checkpoint_id)
         if below is None:
             continue
-        if len(below) == 1 and (fold is None or not _wrote(checkpoint)):
+        if len(below) == 1 and (fold is None or _plain_step(checkpoint, below[0])):
             # The common case, a chain step with nothing to apply: the fold goes on as it is.
             stack.append((below[0], fold))
             continue
+        checkpoint.spans_supersteps = _spans_supersteps(checkpoint, below)
         after: _Fold | None = None
         applied = False
         for child in below:
@@ -317,7 +326,7 @@ def _check(
     stored = checkpoint.stored
     if stored is None:
         return fold
-    if fold is not None and stored.data == serialized_list(fold.messages):
+    if fold is not None and stored.equals(fold.messages):
         result.proved += 1
         fold.agreed_at = checkpoint.checkpoint_id
         return fold

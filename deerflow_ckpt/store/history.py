@@ -20,6 +20,7 @@ from deerflow_ckpt.store.messages import (
     HistoryCheckpoint,
     LineageHistory,
     MessageCache,
+    StoredList,
     Unprovable,
     checkpoint_messages,
     message_write,
@@ -195,18 +196,39 @@ def _merge(
     pending = next(writes, None)
     key: tuple[Any, Any] | None = None
     lineage: list[HistoryCheckpoint] = []
+    budget = _Budget()
     for thread_id, ns, checkpoint in checkpoints:
         if (thread_id, ns) != key:
             if key is not None:
-                cache = MessageCache()
-                pending = _attach(lineage, key, writes, pending, has_path, _sqlite_later, cache)
-                yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage, cache)
-            key, lineage = (thread_id, ns), []
+                pending = _attach(lineage, key, writes, pending, has_path, _sqlite_later, budget.cache)
+                yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage, budget.cache)
+            key, lineage, budget = (thread_id, ns), [], _Budget()
+        budget.keep(checkpoint.stored)
         lineage.append(checkpoint)
     if key is not None:
-        cache = MessageCache()
-        _attach(lineage, key, writes, pending, has_path, _sqlite_later, cache)
-        yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage, cache)
+        _attach(lineage, key, writes, pending, has_path, _sqlite_later, budget.cache)
+        yield LineageHistory(key_text(key[0]), key_text(key[1] or ""), lineage, budget.cache)
+
+
+class _Budget:
+    """The bytes of stored lists one lineage keeps as bytes; past it, lists are kept as their messages.
+
+    A full-mode thread stores its whole list at every step, so its bytes grow with the square of its length;
+    as references to the lineage's cached messages (each message once) they grow with the count only.
+    """
+
+    LIMIT = 32 << 20
+
+    def __init__(self) -> None:
+        self.cache = MessageCache()
+        self.kept = 0
+
+    def keep(self, stored: StoredList | None) -> None:
+        if stored is None:
+            return
+        self.kept += stored.size()
+        if self.kept > self.LIMIT:
+            stored.compact(self.cache)
 
 
 def _attach(
@@ -301,22 +323,21 @@ def _pg_merge(
     key: tuple[Any, Any] | None = None
     lineage: list[HistoryCheckpoint] = []
     references: list[tuple[HistoryCheckpoint, Any, Any]] = []
+    budget = _Budget()
     for thread_id, ns, checkpoint_id, parent_id, source, step, marker, version in checkpoints:
         if (thread_id, ns) != key:
             if key is not None:
-                cache = MessageCache()
-                pending_write = _attach(lineage, key, writes, pending_write, has_path, _text_later, cache)
-                pending_blob = _attach_blobs(references, key, blobs, pending_blob)
-                yield LineageHistory(key[0], key[1] or "", lineage, cache)
-            key, lineage, references = (thread_id, ns), [], []
+                pending_write = _attach(lineage, key, writes, pending_write, has_path, _text_later, budget.cache)
+                pending_blob = _attach_blobs(references, key, blobs, pending_blob, budget)
+                yield LineageHistory(key[0], key[1] or "", lineage, budget.cache)
+            key, lineage, references, budget = (thread_id, ns), [], [], _Budget()
         checkpoint = HistoryCheckpoint(checkpoint_id, parent_id, source, _integer(step))
         lineage.append(checkpoint)
         references.append((checkpoint, marker, version))
     if key is not None:
-        cache = MessageCache()
-        _attach(lineage, key, writes, pending_write, has_path, _text_later, cache)
-        _attach_blobs(references, key, blobs, pending_blob)
-        yield LineageHistory(key[0], key[1] or "", lineage, cache)
+        _attach(lineage, key, writes, pending_write, has_path, _text_later, budget.cache)
+        _attach_blobs(references, key, blobs, pending_blob, budget)
+        yield LineageHistory(key[0], key[1] or "", lineage, budget.cache)
 
 
 def _integer(text: str | None) -> int | None:
@@ -336,33 +357,44 @@ def _attach_blobs(
     key: tuple[Any, Any],
     blobs: Iterator[Any],
     pending: Any,
+    budget: _Budget,
 ) -> Any:
     """Each checkpoint's stored list: the blob at its version where it has the snapshot marker, or where it
-    created a plain-list version (full mode); a version it shares with an earlier checkpoint is not its own."""
-    versions: dict[Any, tuple[Any, bytes | None]] = {}
+    created a plain-list version (full mode); a version it shares with an earlier checkpoint is not its own.
+    Blob rows stream past: only the wanted ones are kept, each as a stored list within the lineage's budget."""
+    wanted: dict[Any, list[tuple[HistoryCheckpoint, bool]]] = {}
+    seen: set[Any] = set()
+    for checkpoint, marker, version in references:
+        if version is None:
+            continue
+        created = version not in seen
+        seen.add(version)
+        if marker is True or created:
+            wanted.setdefault(version, []).append((checkpoint, marker is True))
+    found: set[Any] = set()
     while pending is not None:
         row_key = (pending[0], pending[1])
         if row_key != key:
             if _text_later(row_key, key):
                 break
-        else:
-            versions[pending[2]] = (pending[3], pending[4])
+        elif pending[2] in wanted and pending[4] is not None:
+            found.add(pending[2])
+            for checkpoint, marked in wanted[pending[2]]:
+                _attach_blob(checkpoint, marked, pending[3], pending[4], budget)
         pending = next(blobs, None)
-    seen: set[Any] = set()
-    for checkpoint, marker, version in references:
-        if version is None:
-            continue
-        blob = versions.get(version)
-        created = version not in seen
-        seen.add(version)
-        if marker is True:
-            if blob is None or blob[1] is None:
+    for version, holders in wanted.items():
+        for checkpoint, marked in holders:
+            if marked and version not in found:
                 checkpoint.unprovable = "the snapshot marker names no stored blob (see the shape findings)"
-            else:
-                _set_stored(checkpoint, blob[0], blob[1], "the stored snapshot")
-        elif created and blob is not None and blob[0] == "msgpack" and blob[1] is not None:
-            _set_stored(checkpoint, blob[0], blob[1], "the stored messages")
-            if checkpoint.stored is not None and checkpoint.stored.snapshot:
-                # A snapshot blob without the marker is an inherited version, not this checkpoint's list.
-                checkpoint.stored = None
     return pending
+
+
+def _attach_blob(checkpoint: HistoryCheckpoint, marked: bool, kind: Any, data: Any, budget: _Budget) -> None:
+    if marked:
+        _set_stored(checkpoint, kind, data, "the stored snapshot")
+    elif kind == "msgpack":
+        _set_stored(checkpoint, kind, data, "the stored messages")
+        if checkpoint.stored is not None and checkpoint.stored.snapshot:
+            # A snapshot blob without the marker is an inherited version, not this checkpoint's list.
+            checkpoint.stored = None
+    budget.keep(checkpoint.stored)

@@ -46,18 +46,41 @@ class StoredMessage:
 @dataclass(slots=True)
 class StoredList:
     """A stored message list, kept as its msgpack array: an intact one is proven by comparing bytes with
-    the fold's messages laid end to end, and only a list that differs (or starts a fold) is read item by item."""
+    the fold's messages laid end to end, and only a list that differs (or starts a fold) is read item by
+    item. Past a lineage's byte budget it is kept as references to the lineage's cached messages instead."""
 
-    data: bytes
+    data: bytes | None
     snapshot: bool
     where: str
+    items: tuple[StoredMessage, ...] | None = None
 
     def messages(self, cache: MessageCache) -> tuple[StoredMessage, ...]:
-        items = _list_items(self.data, self.where)
+        if self.items is not None:
+            return self.items
+        items = _list_items(self.data or b"", self.where)
         if items is None:
             raise Unprovable(f"{self.where} is not a message list")
         # A stored list went through the reducer, which gave every message an id; Overwrite values did not.
         return cache.messages(items, self.where, ids_required=False)
+
+    def compact(self, cache: MessageCache) -> None:
+        """Keep the messages (shared with the rest of the lineage) and drop the bytes, if they read."""
+        try:
+            self.items = self.messages(cache)
+        except Unprovable:
+            return
+        self.data = None
+
+    def size(self) -> int:
+        return len(self.data) if self.data is not None else 0
+
+    def equals(self, messages: list[StoredMessage]) -> bool:
+        """The same messages as the fold, byte for byte."""
+        if self.data is not None:
+            return self.data == serialized_list(messages)
+        assert self.items is not None
+        # Equal bytes are one cached object: list equality tries identity first.
+        return len(self.items) == len(messages) and messages == list(self.items)
 
 
 def serialized_list(messages: list[StoredMessage]) -> bytes:
