@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -78,6 +79,7 @@ def _compared(messages: list[StoredMessage]) -> list[tuple[Any, ...]]:
     return [(m.id, m.kind, f["content"]) for m, f in zip(messages, fields, strict=True)]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     cadence=st.integers(1, 5),
