@@ -429,3 +429,47 @@ def test_lists_kept_as_messages_past_the_budget_prove_the_same(
     compacted = list(_histories(built))
     assert any(c.stored is not None and c.stored.data is None for h in compacted for c in h.checkpoints)
     assert outcome() == as_bytes
+
+
+def _ai(mid: str) -> bytes:
+    """A message as LangGraph stores it: ext 5 around [module, class, fields, method]."""
+    body = msgspec.msgpack.encode(["langchain_core.messages.ai", "AIMessage", {"content": mid, "id": mid}, None])
+    return msgspec.msgpack.encode(msgspec.msgpack.Ext(5, body))
+
+
+def test_postgres_stored_lists_are_chosen_by_marker_and_creating_version() -> None:
+    """Postgres keeps lists by version: a marked checkpoint stores the snapshot at its version, the first
+    checkpoint of a plain-list version stores that list, and later ones sharing a version store nothing."""
+    from deerflow_ckpt.store.history import _attach_blobs, _Budget
+    from deerflow_ckpt.store.messages import HistoryCheckpoint, serialized_list
+
+    messages = [StoredMessage("a", "AIMessage", _ai("a")), StoredMessage("b", "AIMessage", _ai("b"))]
+    plain = serialized_list(messages)
+    snapshot = msgspec.msgpack.encode(msgspec.msgpack.Ext(7, plain))
+    marked, inherits, creates, shares, dangling = (HistoryCheckpoint(f"c{i}", None) for i in range(5))
+    references = [(marked, True, "v1"), (inherits, None, "v1"), (creates, None, "v2"), (shares, None, "v2")]
+    references.append((dangling, True, "v3"))
+    rows = iter([("t", "", "v1", "msgpack", snapshot), ("t", "", "v2", "msgpack", plain), ("u", "", "v1", "x", b"")])
+    left = _attach_blobs(references, ("t", ""), rows, next(rows), _Budget())
+    assert left == ("u", "", "v1", "x", b"")  # the next lineage's row is handed back
+    assert marked.stored is not None and marked.stored.snapshot and marked.stored.equals(messages)
+    assert creates.stored is not None and not creates.stored.snapshot and creates.stored.equals(messages)
+    assert inherits.stored is None and shares.stored is None
+    assert dangling.stored is None and dangling.unprovable is not None and "marker" in dangling.unprovable
+
+
+def test_a_stored_list_beside_an_unreadable_write_is_still_compared() -> None:
+    """The writes under a checkpoint and the list stored at it are judged apart: a bad write stops the fold
+    after it, not the comparison of the list stored there."""
+    from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, MessageWrite, serialized_list
+    from deerflow_ckpt.store.messages import StoredList as Stored
+
+    a = StoredMessage("a", "AIMessage", _ai("a"))
+    start = HistoryCheckpoint("c0", None, "input")
+    start.writes = [MessageWrite("t1", "~a", 0, (a,))]
+    middle = HistoryCheckpoint("c1", "c0", "loop", stored=Stored(serialized_list([]), True, "the stored snapshot"))
+    middle.writes_unprovable = "the messages write of task t2 is not msgpack (pickle)"
+    end = HistoryCheckpoint("c2", "c1", "loop")
+    result = prove_lineage(LineageHistory("t", "", [start, middle, end]))
+    assert result.differing == 1 and "missing 'a'" in result.findings[0].message
+    assert result.unprovable == ["checkpoint c1: the messages write of task t2 is not msgpack (pickle)"]
