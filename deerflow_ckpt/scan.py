@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
@@ -28,6 +28,10 @@ from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.records import Backend, Lineage
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.store.history import SqliteLineageHistories
+    from deerflow_ckpt.store.messages import LineageHistory
 
 
 class LineageReader(Protocol):
@@ -167,42 +171,64 @@ def _collect_share(
 ) -> _Share:
     reader, backend = open_reader(target, sizes=False)
     share = _Share()
-    for results in iter_thread_results(reader, backend, settings, selection, share.first_evidence):
-        share.threads += 1
-        seen = 0
-        for result in results:
-            share.lineages += 1
-            seen += len(result.lineage.records)
-            for finding in result.findings:
-                (share.provisional if is_provisional(finding) else share.findings).append(finding)
-            share.epochs.extend(result.epochs)
-        share.checkpoints += seen
-        main = conversation(results)
-        share.kinds[main.kind] += 1
-        inferred = main.profile.bounds.inferred
-        if inferred is not None:
-            share.inferred_cadences[inferred] += 1
-        if report_progress and _progress_counter is not None:
-            with _progress_counter.get_lock():
-                _progress_counter.value += seen
-    if settings.deep:
+    # SQLite: the deep proof runs beside the scan, lineage by lineage, from the records it just read.
+    beside = _lineage_prover(target) if settings.deep and isinstance(target, SqliteTarget) else None
+    if beside is not None:
+        share.proof = ProofSummary()
+    try:
+        for results in iter_thread_results(reader, backend, settings, selection, share.first_evidence):
+            share.threads += 1
+            seen = 0
+            for result in results:
+                share.lineages += 1
+                seen += len(result.lineage.records)
+                for finding in result.findings:
+                    (share.provisional if is_provisional(finding) else share.findings).append(finding)
+                share.epochs.extend(result.epochs)
+                if beside is not None and share.proof is not None:
+                    _prove(beside.history(result.lineage), settings, share.proof, share.findings)
+            share.checkpoints += seen
+            main = conversation(results)
+            share.kinds[main.kind] += 1
+            inferred = main.profile.bounds.inferred
+            if inferred is not None:
+                share.inferred_cadences[inferred] += 1
+            if report_progress and _progress_counter is not None:
+                with _progress_counter.get_lock():
+                    _progress_counter.value += seen
+    finally:
+        if beside is not None:
+            beside.close()
+    if beside is None and settings.deep:
         share.proof = _prove_share(target, settings, selection, share.findings)
     return share
+
+
+def _lineage_prover(target: SqliteTarget) -> SqliteLineageHistories:
+    from deerflow_ckpt.store.history import SqliteLineageHistories
+
+    return SqliteLineageHistories(target)
+
+
+def _prove(history: LineageHistory, settings: ShapeSettings, summary: ProofSummary, findings: list[Finding]) -> None:
+    """Prove one lineage's stored lists; a --since scan reports only what was written since."""
+    from deerflow_ckpt.analysis.replay import prove_lineage
+
+    result = prove_lineage(history)
+    kept = [f for f in result.findings if settings.since is None or (f.checkpoint_id or "") >= settings.since]
+    summary.add(result, differing=len(kept))
+    findings.extend(kept)
 
 
 def _prove_share(
     target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, findings: list[Finding]
 ) -> ProofSummary:
-    """The deep proof of one share's threads: a second read-only pass over their message history."""
-    from deerflow_ckpt.analysis.replay import prove_lineage
+    """The deep proof of one share's threads (Postgres): a second read-only pass, streamed."""
     from deerflow_ckpt.store.history import open_history
 
     summary = ProofSummary()
     for history in open_history(target).histories(selection):
-        result = prove_lineage(history)
-        kept = [f for f in result.findings if settings.since is None or (f.checkpoint_id or "") >= settings.since]
-        summary.add(result, differing=len(kept))
-        findings.extend(kept)
+        _prove(history, settings, summary, findings)
     return summary
 
 

@@ -473,3 +473,17 @@ def test_a_stored_list_beside_an_unreadable_write_is_still_compared() -> None:
     result = prove_lineage(LineageHistory("t", "", [start, middle, end]))
     assert result.differing == 1 and "missing 'a'" in result.findings[0].message
     assert result.unprovable == ["checkpoint c1: the messages write of task t2 is not msgpack (pickle)"]
+
+
+def test_the_scan_and_the_streaming_pass_prove_the_same(built: BuiltDatabase) -> None:
+    """SQLite proves beside the scan, lineage by lineage, from the records it read; Postgres (and inspect)
+    stream the history in a pass of their own. Both give the same proof."""
+    report = deep_scan(built)
+    streamed = [prove_lineage(history) for history in _histories(built)]
+    assert report.proof is not None
+    assert report.proof.lineages == len(streamed)
+    assert report.proof.proved_lists == sum(r.proved for r in streamed)
+    assert report.proof.started_lists == sum(r.started for r in streamed)
+    assert report.proof.unprovable_lineages == sum(1 for r in streamed if r.unprovable)
+    ck106 = sorted((f.thread_id, f.checkpoint_id, f.message) for f in report.findings if f.rule == "CK106")
+    assert ck106 == sorted((f.thread_id, f.checkpoint_id, f.message) for r in streamed for f in r.findings)

@@ -245,9 +245,11 @@ def _spans_supersteps(checkpoint: HistoryCheckpoint, below: list[HistoryCheckpoi
         for child in below:
             if child.step is not None and child.step > step + 1 and child.source == _LOOP:
                 return True
-    for write in checkpoint.writes:
-        if write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~"):
-            return True
+    # Exit-mode task ids only come with the writes of several supersteps.
+    if len(checkpoint.writes) > 1:
+        for write in checkpoint.writes:
+            if write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~"):
+                return True
     return False
 
 

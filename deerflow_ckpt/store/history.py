@@ -8,6 +8,7 @@ rows, each parsed by store.messages without building a message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +27,7 @@ from deerflow_ckpt.store.messages import (
     message_write,
     stored_list,
 )
-from deerflow_ckpt.store.records import key_text
+from deerflow_ckpt.store.records import Lineage, Shape, key_text
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseTarget, PostgresTarget, SqliteTarget
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
@@ -141,6 +142,81 @@ class SqliteHistoryReader:
             raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
         finally:
             connection.close()
+
+
+_LINEAGE_STORED = """
+SELECT checkpoint_id, type, CAST(checkpoint AS BLOB) FROM checkpoints
+WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?))
+"""
+_LINEAGE_WRITES = """
+SELECT checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB) FROM writes
+WHERE thread_id = ? AND checkpoint_ns = ? AND channel = 'messages' ORDER BY checkpoint_id, task_id, idx
+"""
+
+
+class SqliteLineageHistories:
+    """The message history of lineages the shape scan has just read, one lineage at a time (SQLite).
+
+    The scan's records already carry each checkpoint's id, parent, source, step and whether it stores a
+    messages value, so only the rows that store one are read again, by primary key, with the lineage's
+    `messages` writes: not the whole table a second time. One read transaction, opened with the scan's.
+    """
+
+    def __init__(self, target: SqliteTarget) -> None:
+        from deerflow_ckpt.store.sqlite import connect_readonly
+
+        self.target = target
+        self._connection = connect_readonly(target)
+        self._connection.execute("BEGIN")
+        self._connection.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchall()
+        columns = {row[1] for row in self._connection.execute("PRAGMA table_info(writes)")}
+        self._has_path = "task_path" in columns
+        self._writes_sql = _LINEAGE_WRITES.format(task_path="task_path" if self._has_path else "''")
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def history(self, lineage: Lineage) -> LineageHistory:
+        import sqlite3
+
+        checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
+        by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
+        storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
+        key = (lineage.thread_id, lineage.checkpoint_ns)
+        budget = _Budget()
+        try:
+            if storing:
+                read = 0
+                # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
+                for checkpoint_id, kind, data in self._connection.execute(_LINEAGE_STORED, (*key, json.dumps(storing))):
+                    checkpoint = by_id.get(checkpoint_id)
+                    if checkpoint is not None:
+                        read += 1
+                        _set_from_row(checkpoint, kind, data)
+                        budget.keep(checkpoint.stored)
+                if read != len(storing):
+                    # Keys the scan shows as text but that are stored otherwise (a BLOB id): not read here.
+                    for checkpoint_id in storing:
+                        if by_id[checkpoint_id].stored is None and by_id[checkpoint_id].unprovable is None:
+                            by_id[checkpoint_id].unprovable = "its stored row could not be read again by key"
+            for row in self._connection.execute(self._writes_sql, key):
+                checkpoint = by_id.get(row[0])
+                if checkpoint is not None:
+                    _add_write(checkpoint, row[1:], self._has_path, budget.cache)
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
+        return LineageHistory(lineage.thread_id, lineage.checkpoint_ns, checkpoints, budget.cache)
+
+
+def _set_from_row(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None) -> None:
+    """The list a checkpoint row stores under channel_values["messages"], read as the streaming pass does."""
+    values = read_checkpoint(data) if kind == "msgpack" and data is not None else None
+    if values is None:
+        _set_from_checkpoint(checkpoint, kind, data)
+        return
+    raw = values.channel_values.get(MESSAGES_CHANNEL)
+    if raw is not None:
+        _set_stored(checkpoint, "msgpack", raw, "the stored messages")
 
 
 def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, Any, HistoryCheckpoint]]:
