@@ -487,3 +487,38 @@ def test_the_scan_and_the_streaming_pass_prove_the_same(built: BuiltDatabase) ->
     assert report.proof.unprovable_lineages == sum(1 for r in streamed if r.unprovable)
     ck106 = sorted((f.thread_id, f.checkpoint_id, f.message) for f in report.findings if f.rule == "CK106")
     assert ck106 == sorted((f.thread_id, f.checkpoint_id, f.message) for r in streamed for f in r.findings)
+
+
+def test_a_key_stored_as_a_blob_is_never_a_false_finding(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """The saver's schema lets a BLOB sit in a TEXT key column. Rows the scan read under such a key are
+    matched by their text form, or, where they cannot be read again by key, make the stretch unprovable."""
+    import shutil
+
+    copy = tmp_path / "blob-key.db"
+    shutil.copy(built_sqlite.db, copy)
+    connection = sqlite3.connect(copy)
+    # A checkpoint with a messages write under it and no stored list: its id becomes a BLOB in both tables.
+    (checkpoint_id,) = connection.execute(
+        "SELECT w.checkpoint_id FROM writes w JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id) "
+        "WHERE w.thread_id = 'clean-delta-k3' AND w.channel = 'messages' AND length(c.checkpoint) < 2000 "
+        "ORDER BY w.checkpoint_id LIMIT 1 OFFSET 3"
+    ).fetchone()
+    for table in ("checkpoints", "writes"):
+        connection.execute(
+            f"UPDATE {table} SET checkpoint_id = CAST(checkpoint_id AS BLOB) "
+            "WHERE thread_id = 'clean-delta-k3' AND checkpoint_id = ?",
+            (checkpoint_id,),
+        )
+    # And a whole thread's keys as BLOBs.
+    for table in ("checkpoints", "writes"):
+        connection.execute(
+            f"UPDATE {table} SET thread_id = CAST(thread_id AS BLOB) WHERE thread_id = 'remove-messages-k3'"
+        )
+    connection.commit()
+    connection.close()
+    report = scan(
+        ScanRequest(DatabaseChoice(target_from_argument(str(copy)), "test"), ShapeSettings(deep=True), "test")
+    )
+    ck106 = {f.thread_id for f in report.findings if f.rule == "CK106"}
+    assert ck106 == {t.thread_id for t in built_sqlite.manifest.threads if any(f.rule == "CK106" for f in t.faults)}
+    assert report.proof is not None and report.proof.unprovable_lineages >= 1

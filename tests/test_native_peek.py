@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from deerflow_ckpt.store import native, peek
 from deerflow_ckpt.store.peek import InertDecoder, UndecodableError
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape, Shape
-from deerflow_ckpt.store.sqlite import _metadata_in_python, record_from_row
+from deerflow_ckpt.store.sqlite import metadata_in_python, record_from_row
 from deerflow_ckpt.store.writes import WriteFolder
 
 OPTIONS = ormsgpack.OPT_NON_STR_KEYS
@@ -390,7 +390,7 @@ def _assert_metadata_agrees(raw: bytes) -> Any:
     compiled = native.metadata_summary(raw)
     if compiled is not None:
         problems: list[Any] = []
-        assert _metadata_in_python(raw, False, problems) == compiled, raw[:120]
+        assert metadata_in_python(raw, False, problems) == compiled, raw[:120]
         assert problems == []
     row = ("t", "", "c1", None, "msgpack", ormsgpack.packb({"channel_values": {}}), raw)
     assert record_from_row(row, InertDecoder(deep=False)) == record_from_row(row, InertDecoder(deep=False), lean=False)

@@ -245,8 +245,8 @@ def _spans_supersteps(checkpoint: HistoryCheckpoint, below: list[HistoryCheckpoi
         for child in below:
             if child.step is not None and child.step > step + 1 and child.source == _LOOP:
                 return True
-    # Exit-mode task ids only come with the writes of several supersteps.
-    if len(checkpoint.writes) > 1:
+    # Exit-mode task ids come with the writes of several supersteps (or with no step to check a gap by).
+    if len(checkpoint.writes) > 1 or step is None:
         for write in checkpoint.writes:
             if write.task_id.startswith(_EXIT_TASK_PREFIX) or write.task_path.startswith("~~"):
                 return True

@@ -1,6 +1,7 @@
 """Message history for the deep proof: per lineage, each checkpoint's stored list and the writes under it.
 
-A second read-only pass beside the shape scan, in the same thread order. It reads only the `messages`
+On SQLite, built beside the shape scan from its records (SqliteLineageHistories); on Postgres, and for
+`inspect thread --deep`, a second read-only pass in the scan's thread order. It reads only the `messages`
 channel: the stored snapshot or list (SQLite: inline in the checkpoint; Postgres: the blob at the
 version the checkpoint names, where it has the marker or holds a plain list) and the `messages` write
 rows, each parsed by store.messages without building a message.
@@ -15,7 +16,7 @@ from typing import Any
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store import native
-from deerflow_ckpt.store.lean import read_checkpoint, read_metadata
+from deerflow_ckpt.store.lean import read_checkpoint
 from deerflow_ckpt.store.messages import (
     NULL_TASK_ID,
     HistoryCheckpoint,
@@ -146,11 +147,13 @@ class SqliteHistoryReader:
 
 _LINEAGE_STORED = """
 SELECT checkpoint_id, type, CAST(checkpoint AS BLOB) FROM checkpoints
-WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?))
+WHERE thread_id = ? AND (checkpoint_ns = ? OR (? = '' AND checkpoint_ns IS NULL))
+  AND checkpoint_id IN (SELECT value FROM json_each(?))
 """
 _LINEAGE_WRITES = """
 SELECT checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB) FROM writes
-WHERE thread_id = ? AND checkpoint_ns = ? AND channel = 'messages' ORDER BY checkpoint_id, task_id, idx
+WHERE thread_id = ? AND (checkpoint_ns = ? OR (? = '' AND checkpoint_ns IS NULL)) AND channel = 'messages'
+ORDER BY checkpoint_id, task_id, idx
 """
 
 
@@ -163,13 +166,19 @@ class SqliteLineageHistories:
     """
 
     def __init__(self, target: SqliteTarget) -> None:
+        import sqlite3
+
         from deerflow_ckpt.store.sqlite import connect_readonly
 
         self.target = target
         self._connection = connect_readonly(target)
-        self._connection.execute("BEGIN")
-        self._connection.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchall()
-        columns = {row[1] for row in self._connection.execute("PRAGMA table_info(writes)")}
+        try:
+            self._connection.execute("BEGIN")
+            self._connection.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchall()
+            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(writes)")}
+        except sqlite3.Error as exc:
+            self._connection.close()
+            raise StoreError(f"reading {target.describe()} failed: {exc}") from None
         self._has_path = "task_path" in columns
         self._writes_sql = _LINEAGE_WRITES.format(task_path="task_path" if self._has_path else "''")
 
@@ -182,34 +191,52 @@ class SqliteLineageHistories:
         checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
         by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
         storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
-        key = (lineage.thread_id, lineage.checkpoint_ns)
+        # A NULL namespace reads as '' in the scan's records.
+        key = (lineage.thread_id, lineage.checkpoint_ns, lineage.checkpoint_ns)
         budget = _Budget()
+        found: dict[str, int] = {}
         try:
             if storing:
-                read = 0
                 # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
                 for checkpoint_id, kind, data in self._connection.execute(_LINEAGE_STORED, (*key, json.dumps(storing))):
-                    checkpoint = by_id.get(checkpoint_id)
+                    checkpoint = by_id.get(key_text(checkpoint_id))
                     if checkpoint is not None:
-                        read += 1
+                        found[checkpoint.checkpoint_id] = -1
                         _set_from_row(checkpoint, kind, data)
                         budget.keep(checkpoint.stored)
-                if read != len(storing):
-                    # Keys the scan shows as text but that are stored otherwise (a BLOB id): not read here.
-                    for checkpoint_id in storing:
-                        if by_id[checkpoint_id].stored is None and by_id[checkpoint_id].unprovable is None:
-                            by_id[checkpoint_id].unprovable = "its stored row could not be read again by key"
             for row in self._connection.execute(self._writes_sql, key):
-                checkpoint = by_id.get(row[0])
+                checkpoint = by_id.get(key_text(row[0]))
                 if checkpoint is not None:
+                    found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1
                     _add_write(checkpoint, row[1:], self._has_path, budget.cache)
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
+        _check_read_again(lineage, by_id, set(storing), found)
         return LineageHistory(lineage.thread_id, lineage.checkpoint_ns, checkpoints, budget.cache)
 
 
+# Rows the scan read that this reader could not find again by key.
+_NOT_READ_AGAIN = (
+    "its {what} could not be read again by key (a key stored as other than text, or rows written after the scan began)"
+)
+
+
+def _check_read_again(
+    lineage: Lineage, by_id: dict[str, HistoryCheckpoint], storing: set[str], found: dict[str, int]
+) -> None:
+    """What the scan saw and the re-read did not find is unprovable, never a silent gap in the fold."""
+    for record in lineage.records:
+        checkpoint = by_id[record.checkpoint_id]
+        seen = found.get(record.checkpoint_id, 0)
+        if record.checkpoint_id in storing and seen == 0 and checkpoint.unprovable is None:
+            checkpoint.unprovable = _NOT_READ_AGAIN.format(what="stored row")
+        if max(seen, 0) < record.message_write_rows and checkpoint.writes_unprovable is None:
+            checkpoint.writes_unprovable = _NOT_READ_AGAIN.format(what="messages writes")
+
+
 def _set_from_row(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None) -> None:
-    """The list a checkpoint row stores under channel_values["messages"], read as the streaming pass does."""
+    """The list a checkpoint row stores under channel_values["messages"] (the streamed pass reads it the same
+    way, but also reads rows the scan classed as storing none, such as a json-typed checkpoint)."""
     values = read_checkpoint(data) if kind == "msgpack" and data is not None else None
     if values is None:
         _set_from_checkpoint(checkpoint, kind, data)
@@ -251,16 +278,11 @@ def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, 
 
 
 def _source_and_step(metadata: bytes | None) -> tuple[str | None, int | None]:
-    """metadata["source"] and ["step"] where the compiled reader abstained (or is not built)."""
-    if metadata is None:
-        return None, None
-    fields = read_metadata(metadata)
-    if fields is None:
-        return None, None
-    return (
-        fields.source if type(fields.source) is str else None,
-        fields.step if type(fields.step) is int else None,
-    )
+    """metadata["source"] and ["step"] where the compiled reader abstained, read as the scan reads them."""
+    from deerflow_ckpt.store.sqlite import metadata_in_python
+
+    step, source, _, _, _ = metadata_in_python(metadata, lean=True, problems=[])
+    return source, step
 
 
 def _merge(
@@ -290,7 +312,7 @@ class _Budget:
     """The bytes of stored lists one lineage keeps as bytes; past it, lists are kept as their messages.
 
     A full-mode thread stores its whole list at every step, so its bytes grow with the square of its length;
-    as references to the lineage's cached messages (each message once) they grow with the count only.
+    as references to the lineage's cached messages (each message held once) each list costs 8 bytes a message.
     """
 
     LIMIT = 32 << 20

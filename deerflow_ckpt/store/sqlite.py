@@ -258,7 +258,7 @@ def _metadata_values(raw: bytes | None, problems: list[Problem]) -> tuple[Any, A
 MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | None]
 
 
-def _metadata_in_python(raw: bytes | None, lean: bool, problems: list[Problem]) -> MetadataFacts:
+def metadata_in_python(raw: bytes | None, lean: bool, problems: list[Problem]) -> MetadataFacts:
     """step, source, mode marker and the two messages counters, each None unless of the type the rules read."""
     fields = read_metadata(raw) if lean and raw is not None else None
     if fields is not None:
@@ -295,7 +295,7 @@ def record_from_row(
     facts = metadata_summary(raw_metadata) if native and metadata_summary and raw_metadata is not None else None
     problems: list[Problem] = []
     if facts is None:
-        facts = _metadata_in_python(raw_metadata, lean, problems)
+        facts = metadata_in_python(raw_metadata, lean, problems)
     step, source, mode, updates, supersteps = facts
     record = CheckpointRecord(
         thread_id, ns or "", checkpoint_id, parent_id, step, source, mode, updates, supersteps, Shape.ABSENT, None
