@@ -558,8 +558,16 @@ class _StallingProxy:
                 return
 
     def close(self) -> None:
+        import socket
+
         self.listener.close()
         for sock in self.sockets:
+            # shutdown first: close() alone leaves the connection up while a pump thread sits in recv, and
+            # the server keeps the scan's lock until it notices (a later lock test then waits on it).
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             sock.close()
 
 
