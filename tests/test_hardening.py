@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -564,10 +565,8 @@ class _StallingProxy:
         for sock in self.sockets:
             # shutdown first: close() alone leaves the connection up while a pump thread sits in recv, and
             # the server keeps the scan's lock until it notices (a later lock test then waits on it).
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 

@@ -45,7 +45,7 @@ from deerflow_ckpt.config.values import (
     ShimBranch,
     apply_legacy_shim,
     compose_documents,
-    load_values,
+    construct_values,
     read_cadence,
 )
 from deerflow_ckpt.redact import redact
@@ -178,7 +178,7 @@ class _Linter:
             )
             return self.result(None)
         try:
-            data = load_values(self.text)
+            data = construct_values(documents[0]) if documents else None
         except (yaml.YAMLError, ValueError, TypeError) as exc:
             # Composes but does not construct (an unknown tag, `!!int abc`): safe_load fails the same way.
             return self.unreadable(exc)

@@ -38,7 +38,7 @@ from deerflow_ckpt.config.values import (
     ShimOutcome,
     apply_legacy_shim,
     compose_documents,
-    load_values,
+    construct_values,
     read_cadence,
     same_value,
 )
@@ -247,7 +247,7 @@ class _Migrator:
             return self.plan
         root = documents[0]
         try:
-            data = load_values(text)
+            data = construct_values(root)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
             # Composes but does not construct (`!!int abc`, an unknown tag, an unhashable key):
             # DeerFlow's safe_load fails the same way.
@@ -625,7 +625,7 @@ def _keep_final_newline(original: str, edited: str) -> str:
 def _verify(edited: str, expected: Any) -> None:
     try:
         documents = compose_documents(edited)
-        values = load_values(edited)
+        values = construct_values(documents[0]) if len(documents) == 1 else None
     except yaml.YAMLError as exc:
         raise _Unreadable(None, f"internal error: the edited text is not valid YAML ({exc}); nothing written") from exc
     if len(documents) != 1 or yamlnodes.duplicate_keys(documents[0]):

@@ -6,8 +6,10 @@ DeerFlow, not what a YAML 1.2 parser would say.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -22,9 +24,61 @@ from deerflow_ckpt.errors import ConfigError
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-# libyaml's parser with PyYAML's SafeConstructor and resolver: the same values as yaml.safe_load,
-# ten times faster on DeerFlow's 128 KB example config (marks are in code points, like the pure one).
-SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Where a comment's text ends: the characters PyYAML's scanner stops a comment at.
+_COMMENT_END = re.compile("[\0\r\n\x85\u2028\u2029]")
+# What Reader.forward counts as a new line ("\r" only when no "\n" follows, which a search for "\n" covers).
+_LINE_BREAK = re.compile("[\r\n\x85\u2028\u2029]")
+
+
+class SafeLoader(yaml.SafeLoader):
+    """PyYAML's pure-Python SafeLoader, the one DeerFlow's `yaml.safe_load` uses (libyaml's CSafeLoader
+    disagrees with it: a TAB as separator, a U+FEFF mid-file, some flow scalars).
+
+    Only moving over text that holds no line break is done in bulk instead of one character at a
+    time (spaces and comments between tokens, a scalar's characters): the same stops and the same
+    marks, about five times faster on DeerFlow's comment-heavy 128 KB example config. A differential
+    test (tests/test_yaml_loader.py) pins values and marks to yaml.safe_load's.
+    """
+
+    def __init__(self, stream: str) -> None:
+        # The bulk moves index the whole text: a str, never a chunked byte stream.
+        if not isinstance(stream, str):
+            raise TypeError("ckpt's SafeLoader reads a str")
+        super().__init__(stream)
+
+    def _skip_to(self, end: int) -> None:
+        # Reader.forward over characters that are never line breaks: a U+FEFF takes no column.
+        start = self.pointer
+        self.pointer = end
+        self.index += end - start
+        self.column += end - start - self.buffer.count("\ufeff", start, end)
+
+    def forward(self, length: int = 1) -> None:
+        end = self.pointer + length
+        if length > 1 and _LINE_BREAK.search(self.buffer, self.pointer, end) is None:
+            self._skip_to(end)
+        else:
+            super().forward(length)
+
+    def scan_to_next_token(self) -> None:
+        if self.index == 0 and self.peek() == "\ufeff":
+            self.forward()
+        buffer = self.buffer
+        while True:
+            end = self.pointer
+            while buffer[end] == " ":
+                end += 1
+            if buffer[end] == "#":
+                # The text always ends in "\0" (Reader appends it), so the search always stops.
+                found = _COMMENT_END.search(buffer, end)
+                assert found is not None
+                end = found.start()
+            if end != self.pointer:
+                self._skip_to(end)
+            if not self.scan_line_break():  # type: ignore[no-untyped-call]
+                return
+            if not self.flow_level:
+                self.allow_simple_key = True
 
 
 # Values a config may hold once its aliases are expanded: DeerFlow's example has about 2,000. A few
@@ -74,6 +128,42 @@ def load_values(text: str) -> Any:
         if node is None:
             return None
         check_expansion(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+# Keys PyYAML's constructor rewrites in the node tree as it builds values: `<<` merges, `=` values.
+_REWRITTEN_KEY_TAGS = frozenset({"tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})
+
+
+def _rewritten_by_construction(root: yaml.Node) -> bool:
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            if any(key.tag in _REWRITTEN_KEY_TAGS for key, _ in node.value):
+                return True
+            pending.extend(child for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+    return False
+
+
+def construct_values(node: yaml.Node) -> Any:
+    """The Python value of one document already composed by compose_documents (checked for expansion
+    there), as yaml.safe_load would construct it: a config is scanned once, not once per question.
+
+    The node tree is left as composed: a tree the constructor would rewrite is built from a copy.
+    """
+    if _rewritten_by_construction(node):
+        node = copy.deepcopy(node)
+    loader = SafeLoader("")
+    try:
         return loader.construct_document(node)
     finally:
         loader.dispose()
