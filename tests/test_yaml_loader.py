@@ -8,6 +8,7 @@ event must match too, since ckpt's edits and line numbers come from them.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,21 @@ def events(loader: type[yaml.SafeLoader], text: str) -> list[tuple[Any, ...]]:
     return seen
 
 
+def deerflow_load(text: str) -> Any:
+    """AppConfig.from_file's reading: the file opened as UTF-8 text (universal newlines: a CR or CRLF
+    reaches the parser as LF), handed to yaml.safe_load as a stream."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "config.yaml"
+        path.write_bytes(text.encode("utf-8"))
+        with open(path, encoding="utf-8") as stream:
+            return yaml.safe_load(stream)
+
+
 def assert_same_reading(text: str) -> None:
-    ours, deerflows = outcome(load_values, text), outcome(yaml.safe_load, text)
+    ours, deerflows = outcome(load_values, text), outcome(deerflow_load, text)
     assert ours[0] == deerflows[0], (text, ours, deerflows)
     assert same_value(ours[1], deerflows[1]), (text, ours, deerflows)
+    assert same_value(ours, outcome(yaml.safe_load, text))
     assert events(SafeLoader, text) == events(yaml.SafeLoader, text), text
 
 

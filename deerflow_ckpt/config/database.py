@@ -32,7 +32,8 @@ from deerflow_ckpt.errors import ConfigError
 class CheckpointerOverride:
     """The legacy `checkpointer:` section, which DeerFlow prefers over `database:` for checkpoints."""
 
-    kind: str
+    # None when the section has no type: DeerFlow's CheckpointerConfig requires one and refuses the file.
+    kind: str | None
     connection_string: str | None
     postgres_schema: str | None
 
@@ -122,9 +123,9 @@ def _checkpointer_override(section: object, environ: Mapping[str, str]) -> Check
         return None
     connection, _ = resolve_reference(section.get("connection_string"), environ)
     schema, _ = resolve_reference(section.get("postgres_schema"), environ)
-    kind, _ = resolve_reference(section.get("type", "memory"), environ)
+    kind, _ = resolve_reference(section.get("type"), environ)
     return CheckpointerOverride(
-        kind=str(kind),
+        kind=None if kind is None else str(kind),
         connection_string=None if connection is None else str(connection),
         postgres_schema=None if schema is None else str(schema),
     )

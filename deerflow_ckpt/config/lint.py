@@ -291,6 +291,8 @@ class _Linter:
         self.check_full_mode(mode, cadence)
         section = LEGACY_CHECKPOINTER if isinstance(checkpointer, dict) else DATABASE
         self.report_references(section)
+        if isinstance(checkpointer, dict):
+            self.check_checkpointer_fields(checkpointer)
         location = self.locate(data, section)
         if isinstance(checkpointer, dict):
             self.check_checkpointer(data, checkpointer, location)
@@ -532,19 +534,20 @@ class _Linter:
     def check_checkpointer(
         self, data: dict[Any, Any], checkpointer: dict[Any, Any], location: DatabaseIdentity | Unlocated
     ) -> None:
-        kind = checkpointer.get("type")
-        if kind is not None and not isinstance(kind, Unset) and kind not in CHECKPOINTER_TYPES:
-            self.check_value((LEGACY_CHECKPOINTER, "type"), "backend", kind)
         for name in MISPLACED:
             if name in checkpointer:
                 self.misplaced((LEGACY_CHECKPOINTER, name), "under checkpointer:")
+        if self.refused():
+            return
+        instead = self.unset_location(DATABASE) or checkpoint_identity(
+            read_database_settings({**data, LEGACY_CHECKPOINTER: None}, self.environ), self.environ, self.cwd
+        )
+        if _same_place(location, instead) or _same_reference(data):
+            return  # both sections name one database (upstream's Helm chart does): nothing is redirected
         if isinstance(location, DatabaseIdentity):
             where = location.display
         else:
             where = f"{'nowhere on disk' if location.in_memory else 'the place it names'} ({location.reason})"
-        instead = self.unset_location(DATABASE) or checkpoint_identity(
-            read_database_settings({**data, LEGACY_CHECKPOINTER: None}, self.environ), self.environ, self.cwd
-        )
         instead_text = instead.display if isinstance(instead, DatabaseIdentity) else instead.reason
         self.add(
             "CK507",
@@ -552,6 +555,44 @@ class _Linter:
             f"the legacy checkpointer: section overrides database: for checkpoints: DeerFlow writes them to "
             f"{where}, not to what database: names ({instead_text})",
         )
+
+    def check_checkpointer_fields(self, checkpointer: dict[Any, Any]) -> None:
+        """DeerFlow's CheckpointerConfig: a required type, a validated schema; a failure refuses the file."""
+        if "type" not in checkpointer:
+            self.add(
+                "CK500",
+                self.source.line(LEGACY_CHECKPOINTER),
+                "checkpointer: has no type, which DeerFlow requires (checkpointer.type: Field required; one of "
+                f"{', '.join(CHECKPOINTER_TYPES)}); DeerFlow cannot start with this file",
+            )
+        kind = checkpointer.get("type")
+        if "type" in checkpointer and not isinstance(kind, Unset) and kind not in CHECKPOINTER_TYPES:
+            self.check_value((LEGACY_CHECKPOINTER, "type"), "backend", kind)
+        schema = checkpointer.get("postgres_schema")
+        if schema is not None and not isinstance(schema, Unset):
+            problem = fields.schema_problem(schema) if isinstance(schema, str) else "Input should be a valid string"
+            if problem:
+                self.add(
+                    "CK500",
+                    self.source.line(LEGACY_CHECKPOINTER, "postgres_schema"),
+                    f"checkpointer.postgres_schema is rejected by DeerFlow: {problem}; DeerFlow cannot start with "
+                    "this file",
+                )
+
+
+def _same_place(left: DatabaseIdentity | Unlocated, right: DatabaseIdentity | Unlocated) -> bool:
+    return isinstance(left, DatabaseIdentity) and isinstance(right, DatabaseIdentity) and left.key == right.key
+
+
+def _same_reference(data: dict[Any, Any]) -> bool:
+    """Both sections name Postgres through the same text and schema (`$DATABASE_URL` unset here, say)."""
+    database, checkpointer = data.get(DATABASE), data.get(LEGACY_CHECKPOINTER)
+    if not isinstance(database, dict) or not isinstance(checkpointer, dict) or checkpointer.get("type") != "postgres":
+        return False
+    if database.get("backend") != "postgres" or not isinstance(database.get("postgres_url"), str):
+        return False
+    same_schema = (database.get("postgres_schema") or "") == (checkpointer.get("postgres_schema") or "")
+    return same_schema and database.get("postgres_url") == checkpointer.get("connection_string")
 
 
 def _reading(value: object) -> CadenceReading:

@@ -158,15 +158,65 @@ def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
     # libpq's default database name is the user name.
     dbname = params.get("dbname") or params.get("user") or ""
     service = params.get("service", "")
-    # An empty schema keeps the server's search_path, which is public unless a $user schema exists.
-    effective_schema = schema or "public"
+    # DeerFlow passes the DSN unchanged when no schema is configured: a search_path in its options decides.
+    from_options = None if schema else search_path_option(params.get("options", ""))
+    # Otherwise the server's search_path, which is public unless a $user schema exists.
+    effective_schema = schema or from_options or "public"
     servers = ",".join(f"{host or 'local socket'}:{port}" for host, port in zip(hosts, ports, strict=False))
     display = f"PostgreSQL {servers}/{dbname or '(default database)'}"
     if service:
         display += f" (service {service})"
-    display += f", schema {schema}" if schema else ", schema public (server default)"
+    if schema:
+        display += f", schema {schema}"
+    elif from_options:
+        display += f", schema {from_options} (the DSN's options set search_path)"
+    else:
+        display += ", schema public (server default)"
     key = ("postgres", ",".join(hosts), ",".join(ports), dbname, service, effective_schema)
     return DatabaseIdentity("postgres", key, redact(display))
+
+
+def _option_tokens(options: str) -> list[str]:
+    """The server's split of libpq's `options`: whitespace separates, a backslash keeps the next character."""
+    tokens: list[str] = []
+    current: list[str] | None = None
+    escaped = False
+    for char in options:
+        if escaped:
+            current = (current or []) + [char]
+            escaped = False
+        elif char == "\\":
+            escaped = True
+            current = current or []
+        elif char.isspace():
+            if current is not None:
+                tokens.append("".join(current))
+            current = None
+        else:
+            current = (current or []) + [char]
+    if current is not None:
+        tokens.append("".join(current))
+    return tokens
+
+
+def search_path_option(options: str) -> str | None:
+    """The search_path a connection's `options` sets (`-c search_path=x`, `-csearch_path=x`,
+    `--search_path=x`; the last wins), or None."""
+    found = None
+    tokens = _option_tokens(options)
+    for index, token in enumerate(tokens):
+        if token == "-c" and index + 1 < len(tokens):
+            setting = tokens[index + 1]
+        elif token.startswith("-c") and token != "-c":
+            setting = token[2:]
+        elif token.startswith("--"):
+            setting = token[2:].replace("-", "_")
+        else:
+            continue
+        name, equals, value = setting.partition("=")
+        if equals and name.strip().lower() == "search_path":
+            found = value.strip()
+    return found or None
 
 
 def sqlite_identity(path: Path) -> DatabaseIdentity:
@@ -191,6 +241,8 @@ def checkpoint_identity(
     """
     override = settings.checkpointer
     if override is not None:
+        if override.kind is None:
+            return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=True)
         if override.kind == "sqlite":
             return _checkpointer_sqlite(override.connection_string, environ, cwd)
         if override.kind == "postgres":

@@ -181,6 +181,8 @@ def target_from_settings(
     override = settings.checkpointer
     if override is not None:
         via = f"checkpointer: section of {config_path} (it overrides database:)"
+        if override.kind is None:
+            raise StoreError(f"{via} has no type: DeerFlow refuses this config (checkpointer.type: Field required)")
         if override.kind == "postgres":
             if not override.connection_string:
                 raise StoreError(f"{via} has type postgres but no connection_string")
