@@ -7,16 +7,19 @@ runs ckpt on them, in process with a clean environment.
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
+from deerflow_ckpt.config.environment import SOURCE_PACKAGE, deerflow_environment
 from deerflow_ckpt.config.lint import Finding, lint_config_bytes
 from deerflow_ckpt.config.lint_files import lint_files
 from deerflow_ckpt.store.identity import DatabaseIdentity, postgres_identity, search_path_option
-from fixtures.dbbuilder.build import build_postgres
+from fixtures.dbbuilder.build import build_postgres, build_sqlite
 
 runner = CliRunner()
 PASSWORD = "pw-s3cret"
@@ -151,3 +154,162 @@ def test_verify_shape_reads_the_schema_the_dsn_chooses(pg_schema: tuple[str, str
     config.write_text(f"database:\n  backend: postgres\n  postgres_url: '{dsn}'\n  postgres_schema: ''\n")
     code, out, err = ckpt("verify-shape", "--config", str(config), "--format", "json")
     assert code == 2 and "checkpoint" in err, (code, out, err)
+
+
+# -- DeerFlow-like trees: a source checkout, its .env, Docker's DEER_FLOW_HOME ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoint_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small SQLite checkpoint database written by real graphs (copied into each layout)."""
+    path = tmp_path_factory.mktemp("layout-db") / "deerflow.db"
+    build_sqlite(path, ["clean-delta"], turns=4, message_bytes=64)
+    return path
+
+
+def place_db(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target
+
+
+def checkout(root: Path, config: str | None = None) -> Path:
+    """A DeerFlow source checkout's shape: the config package (where its .env search starts) and config.yaml."""
+    (root / SOURCE_PACKAGE).mkdir(parents=True)
+    if config is not None:
+        (root / "config.yaml").write_text(config)
+    return root
+
+
+DELTA_FROM_ENV = (
+    "database:\n  backend: sqlite\n  checkpoint_channel_mode: delta\n"
+    "  checkpoint_delta:\n    snapshot_frequency: $SNAP\n"
+)
+
+
+def test_the_dotenv_deerflow_loads_supplies_variables_without_showing_values(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = checkout(tmp_path / "deer-flow", DELTA_FROM_ENV)
+    (root / ".env").write_text(f"SNAP=250\nSECRET_TOKEN={PASSWORD}\n")
+    place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db")
+    monkeypatch.chdir(root)
+    code, out, err = ckpt("verify-shape", "--format", "json")
+    assert code in (0, 1), err
+    assert f"{root / '.env'} (DeerFlow loads it) supplies $SECRET_TOKEN, $SNAP" in err
+    assert json.loads(out)["settings"]["expected_cadence"] == 250
+    assert str(root / "backend" / ".deer-flow" / "data" / "deerflow.db") in out
+    assert PASSWORD not in out + err
+    # The environment wins over .env, as load_dotenv(override=False) has it.
+    code, out, _ = ckpt("verify-shape", "--format", "json", env={"SNAP": "7"})
+    assert json.loads(out)["settings"]["expected_cadence"] == 7
+
+
+def test_backend_dotenv_is_found_before_the_repository_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checkout(tmp_path / "deer-flow", DELTA_FROM_ENV)
+    (root / ".env").write_text("SNAP=250\n")
+    (root / "backend" / ".env").write_text("SNAP=40\n")
+    environment = deerflow_environment({}, root)
+    assert environment.dotenv == root / "backend" / ".env" and environment.variables["SNAP"] == "40"
+    # python-dotenv's own rules: export, quotes, ${VAR} interpolation, comments.
+    (root / "backend" / ".env").write_text("export A=1\nB=\"two words\" # note\nC=${A}-x\nD='${A}'\n")
+    values = deerflow_environment({}, root).variables
+    assert (values["A"], values["B"], values["C"], values["D"]) == ("1", "two words", "1-x", "1")
+    assert deerflow_environment({"PYTHON_DOTENV_DISABLED": "1"}, root).dotenv is None
+    monkeypatch.chdir(root)
+    _, _, err = ckpt("lint-config")
+    assert "backend/.env (DeerFlow loads it) supplies $A, $B, $C, $D" in err
+
+
+def test_lint_and_migrate_resolve_variables_from_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    (root / "config.yaml").write_text(
+        "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: $SNAP\n"
+    )
+    monkeypatch.chdir(root)
+    code, out, _ = ckpt("lint-config")
+    assert code == 1 and "Environment variable SNAP not found for config value $SNAP" in out
+    (root / ".env").write_text("SNAP=250\n")
+    code, out, _ = ckpt("lint-config")
+    assert "CK500" not in out and "('250')" in out
+    code, _, err = ckpt("migrate-config", "--check")
+    # DeerFlow logs the resolved value: ('250'), not ('$SNAP').
+    assert code == 1 and "Carried the legacy value ('250') forward." in err, err
+
+
+def test_deerflow_root_decides_the_legacy_config_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    (root / "backend" / "config.yaml").write_text("database:\n  backend: sqlite\n")
+    (root / "config.yaml").write_text("database:\n  backend: memory\n")
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    # Without the checkout named, nothing is found from an unrelated directory.
+    code, _, err = ckpt("lint-config")
+    assert code == 2 and "--deerflow-root" in err
+    code, _, err = ckpt("lint-config", "--deerflow-root", str(root))
+    assert code == 0 and f"using {root / 'backend' / 'config.yaml'}" in err, err
+    # The project root comes first, as in DeerFlow (serve.sh sets it to the repository).
+    code, _, err = ckpt("lint-config", "--deerflow-root", str(root), env={"DEER_FLOW_PROJECT_ROOT": str(root)})
+    assert f"using {root / 'config.yaml'}" in err, err
+    code, _, err = ckpt("lint-config", "--deerflow-root", str(tmp_path / "nothing-here"))
+    assert code == 2 and "no DeerFlow there" in err
+
+
+def test_a_tilde_in_deerflow_variables_fails_as_in_deerflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.yaml").write_text("database:\n  backend: sqlite\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_CONFIG_PATH": "~/config.yaml"})
+    assert code == 2
+    assert "Config file specified by environment variable `DEER_FLOW_CONFIG_PATH` not found at ~/config.yaml" in err
+    assert "DeerFlow does not expand '~'" in err
+    code, _, err = ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_PROJECT_ROOT": "~"})
+    assert code == 2 and "DEER_FLOW_PROJECT_ROOT is set to '~'" in err and "does not expand" in err
+
+
+def test_docker_compose_layout_finds_the_database_under_deer_flow_home(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docker-compose.yaml mounts ${DEER_FLOW_HOME} as the gateway's backend/.deer-flow.
+    home = tmp_path / "srv" / "deer-flow-home"
+    database = place_db(checkpoint_db, home / "data" / "deerflow.db")
+    config = tmp_path / "srv" / "config.yaml"
+    config.write_text("database:\n  backend: sqlite\n  sqlite_dir: .deer-flow/data\n")
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    env = {"DEER_FLOW_HOME": str(home), "DEER_FLOW_CONFIG_PATH": str(config)}
+    code, out, err = ckpt("verify-shape", "--format", "json", env=env)
+    assert code in (0, 1), err
+    assert json.loads(out)["database"]["description"] == f"SQLite {database}"
+
+
+def test_a_stale_non_checkpoint_file_is_skipped_and_named(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    stale = project / ".deer-flow" / "data" / "deerflow.db"
+    stale.parent.mkdir(parents=True)
+    with sqlite3.connect(stale) as connection:
+        connection.execute("CREATE TABLE threads_meta (id TEXT)")
+    connection.close()
+    real = place_db(checkpoint_db, project / "backend" / ".deer-flow" / "data" / "deerflow.db")
+    (project / "config.yaml").write_text("database:\n  backend: sqlite\n")
+    monkeypatch.chdir(project)
+    code, out, err = ckpt("verify-shape", "--format", "json")
+    assert code in (0, 1), err
+    document = json.loads(out)
+    assert document["database"]["description"] == f"SQLite {real}"
+    assert f"skipped {stale} is not a LangGraph checkpoint database" in document["database"]["found_via"]
+
+
+def test_make_dev_layout_is_found_from_the_checkout(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # make dev runs the gateway from backend/: the file is backend/.deer-flow/data/deerflow.db.
+    root = checkout(tmp_path / "deer-flow", "database:\n  backend: sqlite\n  sqlite_dir: .deer-flow/data\n")
+    real = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db")
+    monkeypatch.chdir(root / "backend" / "packages")
+    code, out, err = ckpt("verify-shape", "--format", "json", env={"DEER_FLOW_PROJECT_ROOT": str(root)})
+    assert code in (0, 1), err
+    assert json.loads(out)["database"]["description"] == f"SQLite {real}"

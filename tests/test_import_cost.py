@@ -6,6 +6,7 @@ Checked in a fresh interpreter through sys.modules, never by timing.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,11 @@ sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded}) + "\\n")
 
 
 def probe(*args: str, stdin: bytes = b"") -> dict[str, object]:
+    # The variables the lint configs reference are set, as where DeerFlow runs (an unset one is a CK500).
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
     completed = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
+        env=env,
         input=stdin,
         capture_output=True,
         check=True,

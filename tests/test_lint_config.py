@@ -57,6 +57,7 @@ def cross(result: LintReport) -> list[tuple[str, int | None]]:
 
 def ckpt(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k not in OUTSIDE_VARS}
+    environment.update(CLEAN_ENV)
     environment.update(env or {})
     result = subprocess.run(
         [sys.executable, "-m", "deerflow_ckpt", "lint-config", *args],
@@ -92,25 +93,32 @@ EXPECTED: dict[str, list[tuple[str, int | None]]] = {
     "cadence_without_mode": [("CK506", 4)],
     "checkpointer_override": [("CK507", 7)],
     "duplicate_keys": [("CK508", 1), ("CK508", 10)],
-    "env_references": [("CK509", 4), ("CK509", 8)],
+    "env_references": [("CK500", 4), ("CK500", 8)],
 }
+# The variables the clean configs reference: DeerFlow refuses a file whose $VAR is unset (CK500).
+CLEAN_ENV = {"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_rule_fires_on_its_case_at_its_line(name: str) -> None:
-    assert spots(lint(FIXTURES / f"{name}.yaml").findings) == EXPECTED[name]
+    assert spots(lint(FIXTURES / f"{name}.yaml", CLEAN_ENV).findings) == EXPECTED[name]
 
 
 def test_every_config_rule_has_a_case() -> None:
     fired = {code for cases in EXPECTED.values() for code, _ in cases}
-    assert fired | {"CK510"} == {code for code in RULES if code.startswith("CK5")}
+    # CK510 spans files; CK509 (a variable set here) has its case in the set-variables test below.
+    assert fired | {"CK510", "CK509"} == {code for code in RULES if code.startswith("CK5")}
 
 
 @pytest.mark.parametrize("path", [DEERFLOW_CLEAN, FIXTURES / "clean_delta.yaml"], ids=["deerflow_example", "delta"])
 def test_a_clean_deerflow_config_gets_no_findings(path: Path) -> None:
-    result = lint(path)
+    result = lint(path, CLEAN_ENV)
     assert result.findings == ()
     assert result.facts is not None
+    # Where OPENAI_API_KEY is unset DeerFlow refuses the whole file: the CK500 names the variable.
+    unset = lint(path, {"DEEPSEEK_API_KEY": "x"}).findings
+    assert [finding.rule for finding in unset] == ["CK500"]
+    assert "Environment variable OPENAI_API_KEY not found for config value $OPENAI_API_KEY" in unset[0].message
 
 
 def test_unknown_keys_say_what_deerflow_does_instead() -> None:
@@ -216,11 +224,12 @@ def test_lost_legacy_cadence_names_both_values() -> None:
 # -- $VAR values ------------------------------------------------------------------------------------
 
 
-def test_unset_variables_are_info_and_leave_the_value_unknown() -> None:
+def test_unset_variables_are_ck500_and_leave_the_value_unknown() -> None:
     result = lint(FIXTURES / "env_references.yaml")
-    url = only(result.findings, "CK509", 4).message
-    assert "$DATABASE_URL is not set here" in url and "leaves it out of the cross-file check" in url
-    assert "its cadence is not compared" in only(result.findings, "CK509", 8).message
+    url = only(result.findings, "CK500", 4).message
+    assert "Environment variable DATABASE_URL not found for config value $DATABASE_URL" in url
+    assert "leaves it out of the cross-file check" in url
+    assert "its cadence is not compared" in only(result.findings, "CK500", 8).message
     assert result.facts is not None
     assert result.facts.cadence.value is None
     assert not isinstance(result.facts.database, DatabaseIdentity)
@@ -250,7 +259,7 @@ def test_a_resolved_value_deerflow_rejects_is_ck500(value: str) -> None:
 
 def test_an_unset_section_is_unknown_not_rejected() -> None:
     text = "database:\n  checkpoint_delta_snapshot_frequency: $LEGACY\n  checkpoint_delta: $DELTA\n"
-    assert spots(lint_config_bytes(text.encode(), {}, REPO).findings) == [("CK509", 2), ("CK509", 3)]
+    assert spots(lint_config_bytes(text.encode(), {}, REPO).findings) == [("CK500", 2), ("CK500", 3)]
     # Set, the string is not a mapping: DeerFlow drops the legacy key (W2) and rejects the section.
     rejected = lint_config_bytes(text.encode(), {"LEGACY": "5", "DELTA": "5"}, REPO).findings
     assert only(rejected, "CK503", 3).deerflow_warning == messages.IGNORED_NON_MAPPING
@@ -400,8 +409,8 @@ def test_text_lines_are_path_line_rule_severity_message() -> None:
         ("legacy_carried", (), 0),  # warning only
         ("legacy_carried", ("--fail-on", "warning"), 1),
         ("legacy_carried", ("--fail-on", "warning", "--exit-zero"), 0),
-        ("env_references", ("--fail-on", "warning"), 0),  # info only
-        ("env_references", ("--fail-on", "info"), 1),
+        ("env_references", ("--exit-zero",), 0),
+        ("env_references", (), 1),  # unset variables: DeerFlow refuses the file
         ("clean_delta", ("--fail-on", "info"), 0),
     ],
 )
@@ -482,7 +491,7 @@ def test_github_format_annotates_each_file_line_and_appends_the_step_summary(tmp
     result = ckpt("--format", "github", *map(str, paths), env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert [line.split(" ", 1)[0] for line in lines] == ["::warning", "::error", "::notice", "::notice"]
+    assert [line.split(" ", 1)[0] for line in lines] == ["::warning", "::error", "::error", "::error"]
     # Relative to the working directory (the repository here), as GitHub needs them.
     shown = [path.relative_to(REPO).as_posix() for path in paths]
     assert f"file={shown[0]},line=6::" in lines[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import typer
 
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
+from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.errors import ConfigError, StoreError
 from deerflow_ckpt.store.source import (
@@ -79,9 +79,27 @@ IMMUTABLE_OPTION = typer.Option(
 )
 
 
-def default_config() -> Path:
+DEERFLOW_ROOT_OPTION = typer.Option(
+    None,
+    "--deerflow-root",
+    metavar="DIR",
+    help="The DeerFlow checkout or install (a venv or site-packages): its .env and legacy config.yaml places are "
+    "DeerFlow's. Default: a checkout containing the working directory.",
+    show_default=False,
+)
+
+
+def deerflow_environment(deerflow_root: Path | None) -> DeerFlowEnvironment:
+    """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr."""
+    environment = process_environment(deerflow_root)
+    if environment.dotenv is not None:
+        message(f"ckpt: {environment.describe_dotenv()}")
+    return environment
+
+
+def default_config(environment: DeerFlowEnvironment) -> Path:
     """config.yaml found the way DeerFlow finds it, named on stderr (for commands given no file)."""
-    located = locate_config(None, os.environ, Path.cwd())
+    located = locate_config(None, environment.variables, Path.cwd(), environment.install)
     message(f"ckpt: using {located.path} (found via {located.found_via})")
     return located.path
 
@@ -128,26 +146,36 @@ def input_files(selection: DatabaseSelection) -> list[tuple[Path, str]]:
     return files
 
 
-def select(db: str | None, schema: str, config: Path | None, cadence: int | None, immutable: bool) -> DatabaseSelection:
-    """Resolve --db / --config / defaults, and the expected cadence, as the issue describes."""
-    environ, cwd = os.environ, Path.cwd()
+def select(
+    db: str | None,
+    schema: str,
+    config: Path | None,
+    cadence: int | None,
+    immutable: bool,
+    deerflow_root: Path | None = None,
+) -> DatabaseSelection:
+    """Resolve --db / --config / defaults, and the expected cadence, with DeerFlow's environment (.env included)."""
+    environment = deerflow_environment(deerflow_root)
+    environ, cwd = environment.variables, Path.cwd()
     config_path: Path | None = None
     tried: list[str] = []
     try:
-        config_path = locate_config(config, environ, cwd).path
+        config_path = locate_config(config, environ, cwd, environment.install).path
     except ConfigError as exc:
         if config is not None or (db is None and environ.get("DEER_FLOW_CONFIG_PATH")):
             raise
         tried.append(str(exc))
     settings = load_database_settings(config_path, environ) if config_path is not None else None
 
+    install = environment.install
+    gateway_dir = install.root / "backend" if install is not None and install.source_checkout else None
     if db is not None:
         choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
     elif settings is not None and config_path is not None:
-        choice = target_from_settings(settings, config_path, environ, cwd, immutable)
+        choice = target_from_settings(settings, config_path, environ, cwd, immutable, gateway_dir)
     else:
         try:
-            choice = default_sqlite_choice(environ, cwd, immutable)
+            choice = default_sqlite_choice(environ, cwd, immutable, gateway_dir)
         except StoreError as exc:
             raise StoreError("; ".join([*tried, str(exc)]) + "; pass --db or --config") from None
     if schema and db is None:

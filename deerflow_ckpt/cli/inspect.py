@@ -79,12 +79,13 @@ def _open(
     immutable: bool,
     settings: Callable[[int | None], InspectSettings],
     timeouts: tuple[str, str | None] = ("120s", None),
+    deerflow_root: Path | None = None,
 ) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
     from deerflow_ckpt.analysis.capacity import InspectionScope
     from deerflow_ckpt.scan import open_reader
 
     selection = database_options.with_timeouts(
-        database_options.select(db, schema, config, cadence, immutable), *timeouts
+        database_options.select(db, schema, config, cadence, immutable, deerflow_root), *timeouts
     )
     target = selection.choice.target
     message(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
@@ -259,6 +260,7 @@ def thread(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
@@ -282,6 +284,7 @@ def thread(
         immutable,
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
         (network_timeout, statement_timeout),
+        deerflow_root,
     )
     if deep and not thread_ids:
         raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
@@ -320,6 +323,7 @@ def summary(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
     clock_skew: str = database_options.CLOCK_SKEW_OPTION,
     rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
@@ -342,6 +346,7 @@ def summary(
         immutable,
         lambda expected: InspectSettings(expected, (), max_supersteps, timeline_settings),
         (network_timeout, statement_timeout),
+        deerflow_root,
     )
     result = DatabaseSummary(heaviest_limit=heaviest)
     show = output_format is InspectFormat.text and sys.stderr.isatty()

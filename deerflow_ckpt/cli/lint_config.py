@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -37,6 +36,7 @@ def lint_config(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
 ) -> None:
     """Check config files' database: sections the way DeerFlow reads them, and files against each other.
 
@@ -57,9 +57,10 @@ def lint_config(
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     base = (sqlite_base or Path.cwd()).resolve()
-    configs = files or [database_options.default_config()]
+    environment = database_options.deerflow_environment(deerflow_root)
+    configs = files or [database_options.default_config(environment)]
     ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
-    report = lint_files(read_configs(configs), os.environ, base)
+    report = lint_files(read_configs(configs), environment.variables, base)
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text

@@ -66,6 +66,7 @@ def migrate_config(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
 ) -> None:
     """Rewrite database.checkpoint_delta_snapshot_frequency into database.checkpoint_delta.snapshot_frequency.
 
@@ -75,16 +76,17 @@ def migrate_config(
     """
     mode = _mode(check, diff, stdout)
     outcomes: list[FileMigration] = []
-    for target in paths or [str(database_options.default_config())]:
+    environment = database_options.deerflow_environment(deerflow_root)
+    for target in paths or [str(database_options.default_config(environment))]:
         if target == STDIN:
             from deerflow_ckpt.fileio import MAX_CONFIG_BYTES
 
             raw = typer.get_binary_stream("stdin").read(MAX_CONFIG_BYTES + 1)
             if len(raw) > MAX_CONFIG_BYTES:
                 raise ConfigError(f"standard input holds more than {MAX_CONFIG_BYTES // (1024 * 1024)} MB: no config")
-            outcomes.append(migrate_stream(raw, stdin_filename))
+            outcomes.append(migrate_stream(raw, stdin_filename, environment.variables))
         else:
-            outcomes.append(migrate_path(Path(target), mode))
+            outcomes.append(migrate_path(Path(target), mode, environment.variables))
     exit_code = _exit_code(outcomes, mode, fail_on, exit_zero)
     colored_diff = output_format is ReportFormat.text and diff and _stdout_in_colour(color)
 

@@ -41,6 +41,7 @@ def verify_shape(
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
+    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
     deep: bool = typer.Option(
         False,
         "--deep",
@@ -72,7 +73,7 @@ def verify_shape(
         database_options.parse_duration(clock_skew, "--clock-skew"),
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
-    selection = database_options.select(db, schema, config, cadence, immutable)
+    selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     ci_options.refuse_output_onto(output, database_options.input_files(selection))
     message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")

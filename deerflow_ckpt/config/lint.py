@@ -148,6 +148,9 @@ class _Linter:
         self.source = ConfigSource(text, None)
         self.findings: list[Finding] = []
         self.references: list[Reference] = []
+        # CK500s for `$VAR`s unset here: DeerFlow refuses the file in this environment, and ckpt still
+        # checks the rest with those values unknown.
+        self.unset_findings: list[Finding] = []
 
     def add(self, code: str, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
         # DeerFlow's warning quotes the value (%r), which can be a DSN.
@@ -155,7 +158,10 @@ class _Linter:
         self.findings.append(Finding(code, line, redact(message), warning))
 
     def refused(self) -> bool:
-        return any(finding.rule in ("CK500", "CK503") for finding in self.findings)
+        """DeerFlow refuses the file whatever its environment (an unset `$VAR` refuses it only here)."""
+        return any(
+            finding.rule in ("CK500", "CK503") and finding not in self.unset_findings for finding in self.findings
+        )
 
     def result(self, facts: CheckpointFacts | None) -> FileLint:
         ordered = sorted(self.findings, key=lambda f: (f.line or 0, f.rule))
@@ -203,7 +209,28 @@ class _Linter:
             data.get(LEGACY_CHECKPOINTER), (LEGACY_CHECKPOINTER,), self.environ, self.references
         )
         assert isinstance(database, dict)
+        self.check_unset_elsewhere(data)
         return self.check_database(data, database, checkpointer)
+
+    def check_unset_elsewhere(self, data: dict[Any, Any]) -> None:
+        """DeerFlow resolves `$VAR` in every value of the file and refuses it when one is unset."""
+        elsewhere: list[Reference] = []
+        for key, value in data.items():
+            if key not in (DATABASE, LEGACY_CHECKPOINTER):
+                resolve_tree(value, (key,), self.environ, elsewhere)
+        for reference in elsewhere:
+            if isinstance(reference.value, Unset):
+                self.add_unset(reference, "")
+
+    def add_unset(self, reference: Reference, effect: str) -> None:
+        name = reference.name
+        self.add(
+            "CK500",
+            self.source.line(*reference.path),
+            f"{dotted(reference.path)}: Environment variable {name} not found for config value ${name}: DeerFlow "
+            f"refuses the whole file where ${name} is unset (set it in its environment or the .env it loads){effect}",
+        )
+        self.unset_findings.append(self.findings[-1])
 
     def unreadable(self, exc: Exception) -> FileLint:
         line, problem = yaml_problem(exc, self.text)
@@ -262,19 +289,14 @@ class _Linter:
                 self.add("CK509", self.source.line(*path), f"{subject}; here it is {shown}, and ckpt checks that value")
                 continue
             if path[0] == location_section and path[-1] in LOCATION_KEYS[location_section]:
-                effect = "so ckpt cannot tell which database this file uses and leaves it out of the cross-file check"
+                effect = "ckpt cannot tell which database this file uses and leaves it out of the cross-file check"
             elif path[-1] == CHANNEL_MODE_KEY:
-                effect = "so its channel mode is not compared with other files"
+                effect = "its channel mode is not compared with other files"
             elif path[-1] in (CADENCE_KEY, LEGACY_CADENCE_KEY):
-                effect = "so its cadence is not compared with other files"
+                effect = "its cadence is not compared with other files"
             else:
-                effect = "so ckpt cannot check it"
-            self.add(
-                "CK509",
-                self.source.line(*path),
-                f"{subject}; ${name} is not set here (DeerFlow refuses to load a config whose variable is unset in "
-                f"its own environment), {effect}",
-            )
+                effect = "ckpt cannot check its value"
+            self.add_unset(reference, f"; unknown here, so {effect}")
 
     # -- database: -------------------------------------------------------------------------------
 

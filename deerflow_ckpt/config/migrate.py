@@ -7,13 +7,14 @@ what DeerFlow's shim makes of the input. Anything the splice cannot do safely is
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import yaml
 
-from deerflow_ckpt.config import yamlnodes
+from deerflow_ckpt.config import messages, yamlnodes
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -225,8 +226,10 @@ def _second_document_line(text: str) -> int | None:
 class _Migrator:
     """Plans the edits for one file's text; raises _Refusal when it must not touch it."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, environ: Mapping[str, str]) -> None:
         self.text = text
+        # DeerFlow's environment: a `$VAR` value is logged as it resolves there.
+        self.environ = environ
         self.plan = _Plan()
 
     # -- locating -------------------------------------------------------------------------------
@@ -319,8 +322,13 @@ class _Migrator:
         flat_line = _line_of(flat_key)
         assert outcome.warning is not None
         shim_rule = "CK503" if outcome.branch is ShimBranch.IGNORED else "CK501"
-        self.plan.warn(flat_line, outcome.warning, from_deerflow=True, rule=shim_rule)
         legacy = database[LEGACY_CADENCE_KEY]
+        warning = outcome.warning
+        if outcome.branch is ShimBranch.CARRIED and isinstance(legacy, str) and legacy.startswith("$"):
+            # DeerFlow resolves `$VAR` before its shim runs, so its warning shows the variable's value.
+            resolved = self.environ.get(legacy[1:])
+            warning = messages.carried_forward(legacy if resolved is None else resolved)
+        self.plan.warn(flat_line, warning, from_deerflow=True, rule=shim_rule)
         flow = bool(database_node.flow_style)
 
         if outcome.branch is ShimBranch.IGNORED:
@@ -412,10 +420,17 @@ class _Migrator:
         if "\n" in written:
             raise _Refusal(line, f"the value of {LEGACY_CADENCE_KEY} spans several lines; move it by hand")
         if reading.env_reference is not None:
+            name = reading.env_reference
+            unset = (
+                ""
+                if name in self.environ
+                else f"; ${name} is not set here, and DeerFlow refuses the whole file where it is unset "
+                f"(Environment variable {name} not found for config value ${name})"
+            )
             self.plan.note(
                 line,
-                f"{written} is carried verbatim: DeerFlow resolves ${reading.env_reference} when it loads "
-                "the config, and the warning it logs then shows the resolved value",
+                f"{written} is carried verbatim: DeerFlow resolves ${name} when it loads the config, and the "
+                f"warning it logs shows the resolved value{unset}",
                 rule="CK509",
             )
         elif str(reading.effective) != written:
@@ -640,13 +655,14 @@ def _verify(edited: str, expected: Any) -> None:
         raise _Unreadable(None, "internal error: the legacy key survived the edit; nothing written")
 
 
-def migrate_config_bytes(raw: bytes) -> MigrationResult:
-    """Plan, apply and verify the migration of one config file's bytes. Never raises for bad input."""
+def migrate_config_bytes(raw: bytes, environ: Mapping[str, str] | None = None) -> MigrationResult:
+    """Plan, apply and verify the migration of one config file's bytes, its `$VAR` values read in `environ`
+    (DeerFlow's environment; none by default). Never raises for bad input."""
     diagnostics: list[Diagnostic] = []
     migrator: _Migrator | None = None
     try:
         bom, text = _decode(raw)
-        migrator = _Migrator(text)
+        migrator = _Migrator(text, environ or {})
         plan = migrator.run()
         diagnostics = plan.diagnostics
         if not plan.edits:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -50,14 +51,14 @@ def _unreadable(name: str, path: Path | None, message: str) -> FileMigration:
     return FileMigration(name, path, MigrationResult(MigrationStatus.FAILED, b"", b"", (error,)), False)
 
 
-def migrate_path(path: Path, mode: WriteMode) -> FileMigration:
+def migrate_path(path: Path, mode: WriteMode, environ: Mapping[str, str] | None = None) -> FileMigration:
     """Migrate one file; rewrite it atomically only in IN_PLACE mode and only if it changes."""
     name = str(path)
     try:
         raw = read_config_file(path)
     except ConfigReadError as exc:
         return _unreadable(name, path, f"cannot read: {exc}")
-    result = migrate_config_bytes(raw)
+    result = migrate_config_bytes(raw, environ)
     if mode is not WriteMode.IN_PLACE or result.status is not MigrationStatus.MIGRATED:
         return FileMigration(name, path, result, False)
     try:
@@ -73,6 +74,6 @@ def migrate_path(path: Path, mode: WriteMode) -> FileMigration:
     return FileMigration(name, path, result, True)
 
 
-def migrate_stream(raw: bytes, name: str) -> FileMigration:
+def migrate_stream(raw: bytes, name: str, environ: Mapping[str, str] | None = None) -> FileMigration:
     """Migrate bytes read from standard input; the caller prints the result."""
-    return FileMigration(name, None, migrate_config_bytes(raw), False)
+    return FileMigration(name, None, migrate_config_bytes(raw, environ), False)

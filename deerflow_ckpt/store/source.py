@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact, remember_secret, url_password
@@ -151,23 +152,57 @@ def checkpointer_sqlite_file(connection: str | None, environ: Mapping[str, str],
     return (process_dir / base / location).resolve()
 
 
-def _process_dirs(config_path: Path, cwd: Path) -> list[Path]:
-    """Where the DeerFlow process may run: here, beside the config, or in its backend/ (the gateway's)."""
+def _process_dirs(config_path: Path, cwd: Path, gateway_dir: Path | None) -> list[Path]:
+    """Where the DeerFlow process may run: its gateway's backend/ when the checkout is known (every launcher
+    starts it there), here, beside the config, or in the config's backend/."""
     config_dir = config_path.resolve().parent
-    return list(dict.fromkeys([cwd.resolve(), config_dir, config_dir / "backend"]))
+    first = [gateway_dir] if gateway_dir is not None else []
+    return list(dict.fromkeys([*first, cwd.resolve(), config_dir, config_dir / "backend"]))
 
 
-def _candidates(locate: Callable[[Path], Path | None], config_path: Path, cwd: Path) -> list[Path]:
-    found = (locate(directory) for directory in _process_dirs(config_path, cwd))
+def _candidates(
+    locate: Callable[[Path], Path | None], config_path: Path, cwd: Path, gateway_dir: Path | None
+) -> list[Path]:
+    found = (locate(directory) for directory in _process_dirs(config_path, cwd, gateway_dir))
     return list(dict.fromkeys(path for path in found if path is not None))
 
 
+def _home_mount(sqlite_dir: str, environ: Mapping[str, str]) -> Path | None:
+    """Docker compose mounts $DEER_FLOW_HOME as the gateway's backend/.deer-flow: on the host, a sqlite_dir
+    under .deer-flow/ is under $DEER_FLOW_HOME."""
+    home = environ.get(HOME_ENV)
+    parts = Path(sqlite_dir).parts
+    if not home or not parts or parts[0] != ".deer-flow":
+        return None
+    return (Path(home).joinpath(*parts[1:]) / SQLITE_FILE_NAME).resolve()
+
+
+def _not_a_checkpoint_database(path: Path) -> str | None:
+    """Why the file at `path` is no checkpoint database (opened read-only), or None when it is one."""
+    from deerflow_ckpt.store.sqlite import connect_readonly
+
+    try:
+        connect_readonly(SqliteTarget(path)).close()
+    except StoreError as exc:
+        return str(exc)
+    return None
+
+
 def _first_existing(candidates: list[Path], via: str, immutable: bool) -> DatabaseChoice:
+    """The first candidate that is a checkpoint database; files that are not are named and skipped."""
+    skipped: list[str] = []
     for candidate in candidates:
-        if candidate.is_file():
+        if not candidate.is_file():
+            continue
+        reason = None if immutable else _not_a_checkpoint_database(candidate)
+        if reason is None:
+            if skipped:
+                via += f"; skipped {'; '.join(skipped)}"
             return DatabaseChoice(SqliteTarget(candidate, immutable), via)
+        skipped.append(reason)
     tried = ", ".join(str(c) for c in candidates)
-    raise StoreError(f"no checkpoint database found ({via}); tried {tried}")
+    found = f" ({'; '.join(skipped)})" if skipped else ""
+    raise StoreError(f"no checkpoint database found ({via}); tried {tried}{found}")
 
 
 def target_from_settings(
@@ -176,8 +211,10 @@ def target_from_settings(
     environ: Mapping[str, str],
     cwd: Path,
     immutable: bool = False,
+    gateway_dir: Path | None = None,
 ) -> DatabaseChoice:
-    """The database DeerFlow's checkpointer uses under these settings."""
+    """The database DeerFlow's checkpointer uses under these settings (`gateway_dir`: the checkout's backend/,
+    where DeerFlow's gateway runs, when the checkout is known)."""
     override = settings.checkpointer
     if override is not None:
         via = f"checkpointer: section of {config_path} (it overrides database:)"
@@ -189,7 +226,9 @@ def target_from_settings(
             return DatabaseChoice(_postgres_target(override.connection_string, override.postgres_schema or ""), via)
         if override.kind == "sqlite":
             connection = override.connection_string
-            candidates = _candidates(lambda d: checkpointer_sqlite_file(connection, environ, d), config_path, cwd)
+            candidates = _candidates(
+                lambda d: checkpointer_sqlite_file(connection, environ, d), config_path, cwd, gateway_dir
+            )
             if not candidates:
                 raise StoreError(f"{via} uses an in-memory SQLite checkpointer: nothing is stored on disk")
             return _first_existing(candidates, via, immutable)
@@ -202,18 +241,21 @@ def target_from_settings(
             raise StoreError(f"{via}: database.postgres_url is required for the postgres backend")
         return DatabaseChoice(_postgres_target(settings.postgres_url, settings.postgres_schema), via)
     if settings.backend == "sqlite":
-        candidates = _candidates(lambda d: sqlite_file(settings.sqlite_dir, d), config_path, cwd)
+        candidates = _candidates(lambda d: sqlite_file(settings.sqlite_dir, d), config_path, cwd, gateway_dir)
+        mounted = _home_mount(settings.sqlite_dir, environ)
+        if mounted is not None:
+            candidates = list(dict.fromkeys([*candidates[: 1 if gateway_dir else 0], mounted, *candidates]))
         return _first_existing(candidates, via, immutable)
     raise StoreError(f"{via} selects backend {settings.backend!r}: nothing is stored on disk")
 
 
-def default_sqlite_choice(environ: Mapping[str, str], cwd: Path, immutable: bool = False) -> DatabaseChoice:
-    """No config: DeerFlow's default SQLite places (gateway from backend/, or DEER_FLOW_HOME)."""
-    candidates = [
-        (cwd / ".deer-flow" / "data" / SQLITE_FILE_NAME).resolve(),
-        (cwd / "backend" / ".deer-flow" / "data" / SQLITE_FILE_NAME).resolve(),
-    ]
-    home = environ.get(HOME_ENV)
-    if home:
-        candidates.append((Path(home).expanduser() / "data" / SQLITE_FILE_NAME).resolve())
-    return _first_existing(candidates, "DeerFlow's default SQLite locations", immutable)
+def default_sqlite_choice(
+    environ: Mapping[str, str], cwd: Path, immutable: bool = False, gateway_dir: Path | None = None
+) -> DatabaseChoice:
+    """No config: DeerFlow's default SQLite places (its gateway runs from backend/; Docker mounts DEER_FLOW_HOME)."""
+    default_dir = FILE_DATABASE_DEFAULTS["sqlite_dir"]
+    candidates = [sqlite_file(default_dir, directory) for directory in (gateway_dir, cwd, cwd / "backend") if directory]
+    mounted = _home_mount(default_dir, environ)
+    if mounted is not None:
+        candidates.insert(1 if gateway_dir else 0, mounted)
+    return _first_existing(list(dict.fromkeys(candidates)), "DeerFlow's default SQLite locations", immutable)
