@@ -313,3 +313,90 @@ def test_make_dev_layout_is_found_from_the_checkout(
     code, out, err = ckpt("verify-shape", "--format", "json", env={"DEER_FLOW_PROJECT_ROOT": str(root)})
     assert code in (0, 1), err
     assert json.loads(out)["database"]["description"] == f"SQLite {real}"
+
+
+# -- make config-upgrade: the warning before, the backup after, the restore -----------------------------------
+
+DEPLOYMENTS = Path(__file__).resolve().parent.parent / "fixtures" / "deployments"
+
+
+def upgrade_like_deerflow(config: Path) -> None:
+    """scripts/config-upgrade.sh as docs/deerflow-config.md records it: back up to config.yaml.bak, add the
+    example's missing keys, bump config_version, re-dump with yaml.dump (comments lost)."""
+    import yaml
+
+    example = yaml.safe_load((config.parent / "config.example.yaml").read_text())
+    user = yaml.safe_load(config.read_text())
+    if user.get("config_version", 0) >= example["config_version"]:
+        return
+
+    def merge(target: dict[str, object], source: dict[str, object]) -> None:
+        for key, value in source.items():
+            if key not in target:
+                target[key] = value
+            elif isinstance(target[key], dict) and isinstance(value, dict):
+                merge(target[key], value)  # type: ignore[arg-type]
+
+    merge(user, example)
+    user["config_version"] = example["config_version"]
+    shutil.copy2(config, config.with_suffix(".yaml.bak"))
+    with config.open("w") as stream:
+        yaml.dump(user, stream, default_flow_style=False, allow_unicode=True, sort_keys=False)
+
+
+def test_the_upgraded_fixture_is_what_the_upgrader_writes(tmp_path: Path) -> None:
+    shutil.copytree(DEPLOYMENTS / "before-upgrade", tmp_path / "tree")
+    upgrade_like_deerflow(tmp_path / "tree" / "config.yaml")
+    for name in ("config.yaml", "config.yaml.bak"):
+        assert (tmp_path / "tree" / name).read_bytes() == (DEPLOYMENTS / "upgraded" / name).read_bytes()
+
+
+def test_lint_warns_before_the_next_start_replaces_the_cadence(tmp_path: Path) -> None:
+    tree = shutil.copytree(DEPLOYMENTS / "before-upgrade", tmp_path / "tree")
+    _, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    findings = json.loads(out)["findings"]
+    warning = next(finding for finding in findings if finding["rule"] == "CK511")
+    assert warning["line"] == 10 and "config_version 30 is below" in warning["message"]
+    assert "adds checkpoint_delta.snapshot_frequency: 10" in warning["message"]
+    # Migrated first, the upgrader finds the nested key present and leaves the cadence alone.
+    assert ckpt("migrate-config", str(tree / "config.yaml"))[0] == 0
+    upgrade_like_deerflow(tree / "config.yaml")
+    _, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    assert json.loads(out)["files"][0]["cadence"]["value"] == 1000
+    assert not any(finding["rule"] in ("CK511", "CK512") for finding in json.loads(out)["findings"])
+
+
+def test_after_the_upgrade_lint_and_migrate_name_the_lost_cadence(tmp_path: Path) -> None:
+    tree = shutil.copytree(DEPLOYMENTS / "upgraded", tmp_path / "tree")
+    code, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    lost = next(finding for finding in json.loads(out)["findings"] if finding["rule"] == "CK512")
+    assert (
+        lost["line"] == 9
+        and "gives DeerFlow cadence 1000" in lost["message"]
+        and "now gives cadence 10" in lost["message"]
+    )
+    code, _, err = ckpt("migrate-config", "--check", str(tree / "config.yaml"))
+    assert code == 1 and "config.yaml.bak (make config-upgrade's backup) gives DeerFlow cadence 1000" in err
+
+
+def test_restore_from_backup_carries_the_cadence_back_as_a_minimal_edit(tmp_path: Path) -> None:
+    tree = shutil.copytree(DEPLOYMENTS / "upgraded", tmp_path / "tree")
+    config = tree / "config.yaml"
+    before = config.read_bytes()
+    config.chmod(0o640)
+    code, _, _ = ckpt("migrate-config", "--restore-from-backup", "--check", str(config))
+    assert code == 1 and config.read_bytes() == before
+    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    assert code == 0, err
+    expected = before.replace(b"  checkpoint_delta_snapshot_frequency: 1000\n", b"").replace(
+        b"    snapshot_frequency: 10\n", b"    snapshot_frequency: 1000\n"
+    )
+    assert config.read_bytes() == expected
+    assert config.stat().st_mode & 0o777 == 0o640
+    assert "set back to 1000" in err
+    # Done once, it is done: a second run changes nothing and says so.
+    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    assert code == 0 and "nothing to restore" in err and config.read_bytes() == expected
+    (tree / "config.yaml.bak").unlink()
+    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    assert code == 2 and "no config.yaml.bak beside it" in err

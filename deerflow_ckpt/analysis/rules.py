@@ -227,6 +227,20 @@ RULES: dict[str, Rule] = {
             "DeerFlow resolves it at load time; check it in the environment every process runs with",
         ),
         Rule(
+            "CK511",
+            Severity.WARNING,
+            "the next start's config-upgrade replaces the cadence",
+            "make dev/start runs make config-upgrade, which adds the example's nested cadence beside the legacy "
+            "key; run ckpt migrate-config before the next start",
+        ),
+        Rule(
+            "CK512",
+            Severity.WARNING,
+            "config-upgrade replaced the cadence",
+            "the .bak make config-upgrade left holds another cadence; carry it back with "
+            "ckpt migrate-config --restore-from-backup and restart",
+        ),
+        Rule(
             "CK510",
             Severity.ERROR,
             "configs sharing a database disagree",

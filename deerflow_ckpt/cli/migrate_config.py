@@ -54,6 +54,12 @@ def migrate_config(
         False, "--diff", help="Write nothing; print a unified diff (with --check: exit 1 if it is not empty)."
     ),
     stdout: bool = typer.Option(False, "--stdout", help="Write nothing; print the migrated file."),
+    restore_from_backup: bool = typer.Option(
+        False,
+        "--restore-from-backup",
+        help="Carry back the cadence make config-upgrade replaced: set checkpoint_delta.snapshot_frequency to "
+        "what config.yaml.bak gave DeerFlow (one value edited), then move the legacy key.",
+    ),
     stdin_filename: str = typer.Option(
         STDIN, "--stdin-filename", help="Name to report for standard input.", show_default=False
     ),
@@ -81,12 +87,15 @@ def migrate_config(
         if target == STDIN:
             from deerflow_ckpt.fileio import MAX_CONFIG_BYTES
 
+            if restore_from_backup:
+                raise typer.BadParameter("--restore-from-backup reads the .bak beside a file: name the file")
+
             raw = typer.get_binary_stream("stdin").read(MAX_CONFIG_BYTES + 1)
             if len(raw) > MAX_CONFIG_BYTES:
                 raise ConfigError(f"standard input holds more than {MAX_CONFIG_BYTES // (1024 * 1024)} MB: no config")
             outcomes.append(migrate_stream(raw, stdin_filename, environment.variables))
         else:
-            outcomes.append(migrate_path(Path(target), mode, environment.variables))
+            outcomes.append(migrate_path(Path(target), mode, environment.variables, restore_from_backup))
     exit_code = _exit_code(outcomes, mode, fail_on, exit_zero)
     colored_diff = output_format is ReportFormat.text and diff and _stdout_in_colour(color)
 

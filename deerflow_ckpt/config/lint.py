@@ -40,6 +40,7 @@ from deerflow_ckpt.config.lint_source import (
     kind_of,
     yaml_problem,
 )
+from deerflow_ckpt.config.upgrade import UPGRADER_DEFAULT
 from deerflow_ckpt.config.values import (
     CadenceReading,
     ShimBranch,
@@ -51,8 +52,6 @@ from deerflow_ckpt.config.values import (
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.identity import DatabaseIdentity, Unlocated, checkpoint_identity
 
-# The make config-upgrade default written next to a legacy key (config.example.yaml's value).
-UPGRADER_DEFAULT = 10
 # Keys that decide where checkpoints go, per section.
 LOCATION_KEYS = {
     DATABASE: ("backend", "sqlite_dir", "postgres_url", "postgres_schema"),

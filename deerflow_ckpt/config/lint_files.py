@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deerflow_ckpt.config.consistency import Consistency, check_consistency
+from deerflow_ckpt.config.keys import CADENCE_KEY, DATABASE, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
-from deerflow_ckpt.config.values import ExpansionError
+from deerflow_ckpt.config.lint_source import ConfigSource
+from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, pending_upgrade
+from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file
 
@@ -55,9 +58,56 @@ def read_configs(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
 
 def _lint_one(name: str, raw: bytes, environ: Mapping[str, str], base: Path) -> FileLint:
     try:
-        return lint_config_bytes(raw, environ, base)
+        linted = lint_config_bytes(raw, environ, base)
     except ExpansionError as exc:
         raise ConfigError(f"cannot lint {name}: {exc}") from None
+    upgrade = _upgrade_findings(Path(name), raw, environ) if linted.facts is not None else []
+    if not upgrade:
+        return linted
+    ordered = sorted([*linted.findings, *upgrade], key=lambda finding: (finding.line or 0, finding.rule))
+    return replace(linted, findings=tuple(ordered))
+
+
+def _upgrade_findings(path: Path, raw: bytes, environ: Mapping[str, str]) -> list[Finding]:
+    """make config-upgrade's effect on the cadence: about to replace it (CK511), or replaced it (CK512)."""
+    has_backup = path.is_file() and backup_of(path).is_file()
+    if not has_backup and LEGACY_CADENCE_KEY.encode() not in raw:
+        return []  # neither can apply: no need to read the file again
+    text = raw.decode("utf-8-sig")
+    documents = compose_documents(text)
+    if len(documents) != 1:
+        return []
+    source = ConfigSource(text, documents[0])
+    data = construct_values(documents[0])
+    findings: list[Finding] = []
+    pending = pending_upgrade(path, data) if path.is_file() else None
+    if pending is not None:
+        example = pending.example
+        findings.append(
+            Finding(
+                "CK511",
+                source.line(DATABASE, LEGACY_CADENCE_KEY),
+                f"config_version {pending.version} is below {example.path}'s {example.version}: the next make dev "
+                f"or make start runs make config-upgrade, which adds {DELTA_SECTION}.{CADENCE_KEY}: "
+                f"{example.cadence} beside the legacy key (the nested key wins, so the legacy cadence is lost), "
+                "re-dumps the file without a single comment and leaves the old text in "
+                f"{backup_of(path).name}; run ckpt migrate-config first",
+            )
+        )
+    lost = lost_cadence(path, data, environ) if has_backup else None
+    if lost is not None:
+        now = "no valid cadence" if lost.current_cadence is None else f"cadence {lost.current_cadence}"
+        findings.append(
+            Finding(
+                "CK512",
+                source.line(DATABASE, DELTA_SECTION, CADENCE_KEY),
+                f"{lost.backup.name} beside this file (make config-upgrade's backup) gives DeerFlow cadence "
+                f"{lost.backup_cadence} (from {lost.backup_origin}), but this file now gives {now}: the upgrade "
+                "replaced the operator's cadence; run ckpt migrate-config --restore-from-backup to carry "
+                f"{lost.backup_cadence} back, then restart every process sharing the database",
+            )
+        )
+    return findings
 
 
 def lint_files(contents: Sequence[tuple[str, bytes]], environ: Mapping[str, str], base: Path) -> LintReport:

@@ -32,6 +32,7 @@ from deerflow_ckpt.config.textspans import (
     line_at,
     terminator,
 )
+from deerflow_ckpt.config.upgrade import UPGRADER_DEFAULT
 from deerflow_ckpt.config.values import (
     ExpansionError,
     SafeLoader,
@@ -45,8 +46,6 @@ from deerflow_ckpt.config.values import (
 )
 
 UTF8_BOM = b"\xef\xbb\xbf"
-# The cadence DeerFlow's upgrader writes next to a legacy key (config.example.yaml's value).
-UPGRADER_DEFAULT = 10
 
 
 class Severity(StrEnum):
@@ -684,3 +683,58 @@ def migrate_config_bytes(raw: bytes, environ: Mapping[str, str] | None = None) -
         error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
         return MigrationResult(MigrationStatus.NEEDS_HAND_FIX, raw, raw, (*diagnostics, error))
     return MigrationResult(MigrationStatus.MIGRATED, raw, bom + edited.encode("utf-8"), tuple(diagnostics))
+
+
+def restore_cadence_bytes(raw: bytes, cadence: int, source: str, environ: Mapping[str, str]) -> MigrationResult:
+    """Set database.checkpoint_delta.snapshot_frequency back to `cadence` (what `source`, the upgrader's
+    backup, gave DeerFlow), editing only that value, then move any legacy key as migrate-config does."""
+    try:
+        bom, text = _decode(raw)
+        span = _nested_cadence_span(text)
+        restored = text[: span[0]] + str(cadence) + text[span[1] :]
+        _verify_cadence(restored, cadence, environ)
+    except _Unreadable as exc:
+        error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
+        return MigrationResult(MigrationStatus.FAILED, raw, raw, (error,))
+    except _Refusal as exc:
+        error = Diagnostic(Severity.ERROR, exc.line, exc.message, rule=exc.rule)
+        return MigrationResult(MigrationStatus.NEEDS_HAND_FIX, raw, raw, (error,))
+    line = text.count("\n", 0, span[0]) + 1
+    note = Diagnostic(
+        Severity.NOTE,
+        line,
+        f"{DELTA_SECTION}.{CADENCE_KEY} set back to {cadence}, the cadence {source} gave DeerFlow",
+        rule="CK512",
+    )
+    moved = migrate_config_bytes(bom + restored.encode("utf-8"), environ)
+    if moved.status in (MigrationStatus.FAILED, MigrationStatus.NEEDS_HAND_FIX):
+        return MigrationResult(moved.status, raw, raw, (note, *moved.diagnostics))
+    return MigrationResult(MigrationStatus.MIGRATED, raw, moved.migrated, (note, *moved.diagnostics))
+
+
+def _nested_cadence_span(text: str) -> tuple[int, int]:
+    try:
+        documents = compose_documents(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc) from exc
+    path = (DATABASE, DELTA_SECTION, CADENCE_KEY)
+    node: yaml.Node | None = documents[0] if len(documents) == 1 else None
+    found = None
+    for name in path:
+        found = yamlnodes.find_own(node, name) if isinstance(node, yaml.MappingNode) else None
+        if found is None:
+            raise _Refusal(None, f"{'.'.join(path)} is not written in this file; set it by hand")
+        node = found[1]
+    assert found is not None
+    if not isinstance(found[1], yaml.ScalarNode) or "\n" in text[slice(*yamlnodes.value_span(text, *found))]:
+        raise _Refusal(_line_of(found[0]), f"{'.'.join(path)} is not a one-line value; set it by hand")
+    return yamlnodes.value_span(text, *found)
+
+
+def _verify_cadence(text: str, cadence: int, environ: Mapping[str, str]) -> None:
+    from deerflow_ckpt.config.database import read_database_settings
+
+    documents = compose_documents(text)
+    settings = read_database_settings(construct_values(documents[0]), environ)
+    if settings.cadence.effective != cadence:
+        raise _Unreadable(None, "internal error: the edited text does not give the restored cadence; nothing written")
