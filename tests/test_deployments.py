@@ -400,3 +400,54 @@ def test_restore_from_backup_carries_the_cadence_back_as_a_minimal_edit(tmp_path
     (tree / "config.yaml.bak").unlink()
     code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
     assert code == 2 and "no config.yaml.bak beside it" in err
+
+
+# -- Helm: config.yaml inside values.yaml -------------------------------------------------------------------
+
+HELM = DEPLOYMENTS / "helm"
+
+
+def test_lint_reads_the_config_block_at_the_outer_files_lines() -> None:
+    linted = lint_config_bytes((HELM / "values.yaml").read_bytes(), {"DATABASE_URL": "postgresql://db/df"}, Path("/"))
+    assert [(finding.rule, finding.line) for finding in linted.findings] == [
+        ("CK509", 20), ("CK501", 22), ("CK509", 28),
+    ]  # fmt: skip
+    assert linted.facts is not None and linted.facts.cadence.value == 250 and linted.facts.cadence.line == 22
+    # Without $DATABASE_URL, DeerFlow refuses the config, as it does in the pod.
+    unset = lint_config_bytes((HELM / "values.yaml").read_bytes(), {}, Path("/")).findings
+    assert [(finding.rule, finding.line) for finding in unset] == [("CK500", 20), ("CK501", 22), ("CK500", 28)]
+
+
+def test_migrate_edits_the_block_in_place_keeping_its_indentation(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    shutil.copyfile(HELM / "values.yaml", values)
+    code, _, err = ckpt("migrate-config", str(values))
+    assert code == 0, err
+    assert "values.yaml:22: warning: database.checkpoint_delta_snapshot_frequency is deprecated" in err
+    assert values.read_bytes() == (HELM / "expected.yaml").read_bytes()
+    # The chart renders what DeerFlow reads: the block, now migrated, and nothing else changed.
+    import yaml
+
+    before, after = yaml.safe_load((HELM / "values.yaml").read_text()), yaml.safe_load(values.read_text())
+    assert {k: v for k, v in before.items() if k != "config"} == {k: v for k, v in after.items() if k != "config"}
+    assert yaml.safe_load(after["config"])["database"]["checkpoint_delta"] == {"snapshot_frequency": 250}
+    code, _, err = ckpt("migrate-config", "--check", str(values))
+    assert code == 0 and "nothing to migrate" in err
+
+
+def test_a_block_with_crlf_and_a_refused_value(tmp_path: Path) -> None:
+    text = (HELM / "values.yaml").read_text().replace("\n", "\r\n")
+    values = tmp_path / "values.yaml"
+    values.write_bytes(text.encode())
+    assert ckpt("migrate-config", str(values))[0] == 0
+    assert values.read_bytes() == (HELM / "expected.yaml").read_text().replace("\n", "\r\n").encode()
+    refused = (HELM / "values.yaml").read_text().replace("frequency: 250", "frequency: yes")
+    values.write_text(refused)
+    code, _, err = ckpt("migrate-config", str(values))
+    assert code == 2 and "values.yaml:22:" in err and values.read_text() == refused
+
+
+def test_a_values_file_without_a_deerflow_block_is_an_ordinary_config() -> None:
+    text = "config: |\n  apiVersion: v1\n  kind: Pod\ndatabase:\n  backend: sqlite\n"
+    assert lint_config_bytes(text.encode(), {}, Path("/")).facts is not None
+    assert [f.rule for f in lint_config_bytes(text.encode(), {}, Path("/")).findings] == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import yaml
 from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.config import fields, yamlnodes
 from deerflow_ckpt.config.database import read_database_settings
+from deerflow_ckpt.config.helm import embedded_config
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -131,7 +132,20 @@ def lint_config_bytes(raw: bytes, environ: Mapping[str, str], cwd: Path) -> File
 
 
 def lint_config_text(text: str, environ: Mapping[str, str], cwd: Path) -> FileLint:
-    return _Linter(text, environ, cwd).run()
+    embedded = embedded_config(text)
+    if embedded is None:
+        return _Linter(text, environ, cwd).run()
+    # A Helm values.yaml: lint the config block, at the outer file's lines.
+    linted = _Linter(embedded.text, environ, cwd).run()
+    findings = tuple(replace(finding, line=embedded.outer_line(finding.line)) for finding in linted.findings)
+    facts = linted.facts
+    if facts is not None:
+        facts = replace(
+            facts,
+            mode=replace(facts.mode, line=embedded.outer_line(facts.mode.line)),
+            cadence=replace(facts.cadence, line=embedded.outer_line(facts.cadence.line)),
+        )
+    return FileLint(findings, facts)
 
 
 def _suggest(name: object, candidates: list[str]) -> str | None:

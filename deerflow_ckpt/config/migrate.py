@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 import yaml
 
 from deerflow_ckpt.config import messages, yamlnodes
+from deerflow_ckpt.config.helm import EmbeddedConfig, HelmEditError, embedded_config, splice
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -661,6 +662,9 @@ def migrate_config_bytes(raw: bytes, environ: Mapping[str, str] | None = None) -
     migrator: _Migrator | None = None
     try:
         bom, text = _decode(raw)
+        embedded = embedded_config(text)
+        if embedded is not None:
+            return _migrate_embedded(raw, bom, text, embedded, environ)
         migrator = _Migrator(text, environ or {})
         plan = migrator.run()
         diagnostics = plan.diagnostics
@@ -738,3 +742,19 @@ def _verify_cadence(text: str, cadence: int, environ: Mapping[str, str]) -> None
     settings = read_database_settings(construct_values(documents[0]), environ)
     if settings.cadence.effective != cadence:
         raise _Unreadable(None, "internal error: the edited text does not give the restored cadence; nothing written")
+
+
+def _migrate_embedded(
+    raw: bytes, bom: bytes, text: str, embedded: EmbeddedConfig, environ: Mapping[str, str] | None
+) -> MigrationResult:
+    """A Helm values.yaml: migrate its `config: |` block and put the changed lines back, re-indented."""
+    inner = migrate_config_bytes(embedded.text.encode("utf-8"), environ)
+    diagnostics = tuple(replace(d, line=embedded.outer_line(d.line)) for d in inner.diagnostics)
+    if inner.status is not MigrationStatus.MIGRATED:
+        return MigrationResult(inner.status, raw, raw, diagnostics)
+    try:
+        spliced = splice(text, embedded, inner.migrated.decode("utf-8"))
+    except HelmEditError as exc:
+        error = Diagnostic(Severity.ERROR, None, f"internal error: {exc}; nothing written")
+        return MigrationResult(MigrationStatus.FAILED, raw, raw, (*diagnostics, error))
+    return MigrationResult(MigrationStatus.MIGRATED, raw, bom + spliced.encode("utf-8"), diagnostics)
