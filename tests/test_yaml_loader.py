@@ -162,3 +162,28 @@ def test_a_tab_separated_value_fails_lint_and_is_not_migrated(tmp_path: Path) ->
     migrate = runner.invoke(app, ["migrate-config", str(config)])
     assert migrate.exit_code == 2, migrate.stdout + migrate.stderr
     assert config.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("written", "yaml12"),
+    [
+        ("010", "read 010 as 10"),
+        ("1:30", "read 1:30 as '1:30'"),
+        ("yes", "read yes as 'yes'"),
+        ("on", "read on as 'on'"),
+    ],
+)
+def test_lint_says_where_yaml_12_tools_read_the_cadence_otherwise(written: str, yaml12: str) -> None:
+    from deerflow_ckpt.config.lint import lint_config_bytes
+
+    text = f"database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta:\n    snapshot_frequency: {written}\n"
+    findings = lint_config_bytes(text.encode(), {}, Path("/")).findings
+    assert [finding.rule for finding in findings] == ["CK504"]
+    assert f"YAML 1.2 tools (ruamel.yaml, yq, editors' schema checks) {yaml12}" in findings[0].message
+
+
+def test_values_both_yaml_versions_read_alike_get_no_yaml_12_note() -> None:
+    from deerflow_ckpt.config.values import yaml12_disagreement
+
+    assert yaml12_disagreement("0x1F", 31) == "" and yaml12_disagreement("250", 250) == ""
+    assert yaml12_disagreement("true", True) == ""

@@ -49,6 +49,7 @@ from deerflow_ckpt.config.values import (
     compose_documents,
     construct_values,
     read_cadence,
+    yaml12_disagreement,
 )
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.identity import DatabaseIdentity, Unlocated, checkpoint_identity
@@ -451,8 +452,15 @@ class _Linter:
                 "CK504",
                 self.source.line(*path),
                 f"{dotted(path)}: {written} is read by DeerFlow (PyYAML, YAML 1.1) as {effective}; write {effective} "
-                "if that is the cadence you mean",
+                f"if that is the cadence you mean{yaml12_disagreement(written, effective)}",
             )
+
+    def plain_text(self, path: tuple[str, ...]) -> str | None:
+        """The value as written when it is a plain scalar (the only style YAML 1.1 and 1.2 resolve apart)."""
+        found = self.source.pair(path)
+        if found is None or not isinstance(found[1], yaml.ScalarNode) or found[1].style:
+            return None
+        return str(found[1].value)
 
     def cadence_path(self) -> tuple[str, ...]:
         """Where the cadence DeerFlow uses is written: the nested key, else the carried flat key."""
@@ -470,6 +478,9 @@ class _Linter:
             return
         code = "CK504" if reading.effective is not None or reading.beyond_range else "CK500"
         consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
+        written = self.plain_text(path)
+        if written is not None and isinstance(value, bool):
+            consequence += yaml12_disagreement(written, value)
         self.add(
             code,
             self.source.line(*path),

@@ -177,6 +177,30 @@ def compose_documents(text: str) -> list[yaml.Node]:
     return nodes
 
 
+def yaml12_reading(written: str) -> tuple[bool, object]:
+    """What a YAML 1.2 tool makes of a plain scalar (ruamel.yaml's safe loader; yq and editors' schema
+    checks read YAML 1.2 too): (True, value), or (False, None) when it cannot read it alone."""
+    # Imported on demand: only a value YAML 1.1 and 1.2 may read differently needs it.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return True, YAML(typ="safe", pure=True).load(written)
+    except (YAMLError, ValueError, TypeError):
+        return False, None
+
+
+def yaml12_disagreement(written: str, deerflows: object) -> str:
+    """`; YAML 1.2 tools ... read it as X` when they read `written` otherwise than DeerFlow's PyYAML, else ''."""
+    readable, value = yaml12_reading(written)
+    if not readable or same_value(value, deerflows):
+        return ""
+    return (
+        f"; YAML 1.2 tools (ruamel.yaml, yq, editors' schema checks) read {written} as {value!r}, so they show "
+        "another value than DeerFlow uses"
+    )
+
+
 @dataclass(frozen=True)
 class CadenceReading:
     """How DeerFlow would read one snapshot-frequency value."""
