@@ -1,0 +1,179 @@
+"""Differential: DeerFlow's loading rules, restated here as a reference, against ckpt's reading.
+
+The reference follows docs/deerflow-config.md step by step with the real libraries DeerFlow uses: the
+file opened as UTF-8 text and read by `yaml.safe_load`, `$VAR` resolution over every value (an unset
+variable fails the load), the `database:` file defaults, the legacy-key shim, and pydantic models with
+DeerFlow's field types. Generated `database:` sections (TABs, BOMs, `$VAR`s, the shim's branches, odd
+values) must give the same verdict (loads or not) and, when they load, the same effective settings.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from deerflow_ckpt.config.database import read_database_settings
+from deerflow_ckpt.config.lint import lint_config_bytes
+from deerflow_ckpt.config.values import load_values
+
+ENVIRON = {"SNAP": "250", "MODE": "delta", "URL": "postgresql://u:pw@db:5432/deerflow", "EMPTY": ""}
+
+
+class _Delta(BaseModel):
+    snapshot_frequency: Annotated[int, Field(ge=1)] = 10
+
+
+class _Database(BaseModel):
+    backend: Literal["memory", "sqlite", "postgres"] = "memory"
+    sqlite_dir: str = ".deer-flow/data"
+    postgres_url: str = ""
+    postgres_schema: str = ""
+    checkpoint_channel_mode: Literal["full", "delta"] = "full"
+    checkpoint_delta: _Delta = Field(default_factory=_Delta)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_key(cls, data: Any) -> Any:
+        # The shim: nested key set -> legacy dropped; nested not a mapping -> dropped; else carried.
+        if not isinstance(data, dict) or "checkpoint_delta_snapshot_frequency" not in data:
+            return data
+        data = dict(data)
+        legacy = data.pop("checkpoint_delta_snapshot_frequency")
+        nested = data.get("checkpoint_delta")
+        if isinstance(nested, dict) and "snapshot_frequency" in nested:
+            return data
+        if nested is None:
+            data["checkpoint_delta"] = {"snapshot_frequency": legacy}
+        elif isinstance(nested, dict):
+            data["checkpoint_delta"] = {**nested, "snapshot_frequency": legacy}
+        return data
+
+    @field_validator("postgres_schema")
+    @classmethod
+    def _schema(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+            raise ValueError("postgres_schema must be a plain lowercase PostgreSQL identifier")
+        return value
+
+
+def _resolve(value: Any, environ: dict[str, str]) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        if value[1:] not in environ:
+            raise ValueError(f"Environment variable {value[1:]} not found for config value {value}")
+        return environ[value[1:]]
+    if isinstance(value, dict):
+        return {key: _resolve(item, environ) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolve(item, environ) for item in value]
+    return value
+
+
+def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
+    """The database settings DeerFlow's loader would run with, or None when it refuses the file."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "config.yaml"
+        path.write_bytes(text.encode("utf-8"))
+        try:
+            with open(path, encoding="utf-8") as stream:
+                data = yaml.safe_load(stream) or {}
+            data = _resolve(data, environ)
+            database = data.get("database")
+            if database is None:
+                database = data["database"] = {}
+            if isinstance(database, dict):
+                database.setdefault("backend", "sqlite")
+                database.setdefault("sqlite_dir", ".deer-flow/data")
+            model = _Database.model_validate(database)
+        except (yaml.YAMLError, ValueError, ValidationError, TypeError, AttributeError):
+            return None
+    if model.backend == "postgres" and not model.postgres_url:
+        return None  # the providers raise at startup: "database.postgres_url is required for the postgres backend"
+    return (
+        model.backend,
+        model.checkpoint_channel_mode,
+        model.checkpoint_delta.snapshot_frequency,
+        model.sqlite_dir,
+        model.postgres_url,
+        model.postgres_schema,
+    )
+
+
+def ckpt_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
+    """ckpt's reading of the same text: lint-config's verdict, and the settings verify-shape would use."""
+    findings = lint_config_bytes(text.encode("utf-8"), environ, Path("/")).findings
+    if any(finding.rule in ("CK500", "CK503") for finding in findings):
+        return None
+    data = load_values(text)
+    chosen = read_database_settings(data, environ)
+    return (
+        chosen.backend,
+        chosen.channel_mode,
+        chosen.cadence.effective,
+        chosen.sqlite_dir,
+        chosen.postgres_url,
+        chosen.postgres_schema,
+    )
+
+
+GAP = st.sampled_from([" ", " ", " ", "\t", "  "])
+VALUES = {
+    "backend": ["sqlite", "postgres", "memory", "Sqlite", "$MISSING", "mysql"],
+    "checkpoint_channel_mode": ["delta", "full", "Delta", "$MODE", "yes", "~"],
+    "sqlite_dir": ["data", ".deer-flow/data", "''", "$EMPTY", "[a]"],
+    "postgres_url": ["$URL", "postgresql://h/db", "''", "$MISSING"],
+    "postgres_schema": ["team_a", "''", "Team", "$EMPTY"],
+    "checkpoint_delta_snapshot_frequency": ["1000", "'250'", "$SNAP", "010", "1:30", "true", "0", "~", "1.5", "1e3"],
+}
+DELTA_SHAPES = [
+    "", "~", "5", "[1]", "{}", "{snapshot_frequency: 7}", "{snapshot_frequency: $SNAP}", "{snapshot_frequency: no}",
+    "{snapshot_frequency: 100.0}", "{foo: 1}", "\n    snapshot_frequency: 12", "\n    snapshot_frequency: null",
+]  # fmt: skip
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> str:
+    lines = [f"database:{draw(st.sampled_from(['', ' # db', chr(9)]))}"]
+    keys = draw(st.lists(st.sampled_from(sorted(VALUES)), max_size=5, unique=True))
+    for key in keys:
+        lines.append(f"  {key}:{draw(GAP)}{draw(st.sampled_from(VALUES[key]))}{draw(st.sampled_from(['', '  # x']))}")
+    if draw(st.booleans()):
+        lines.insert(
+            draw(st.integers(1, len(lines))), f"  checkpoint_delta:{draw(GAP)}{draw(st.sampled_from(DELTA_SHAPES))}"
+        )
+    if draw(st.booleans()):
+        lines.insert(0, draw(st.sampled_from(["models: []", "log_level: $MISSING", "tools: [$SNAP]", "title: x"])))
+    text = "\n".join(lines) + "\n"
+    if draw(st.integers(0, 4)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["\ufeff", "\t", " \t"])) + text[at:]
+    return text
+
+
+@given(configs())
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_ckpt_reads_generated_database_sections_as_deerflow_does(text: str) -> None:
+    assert ckpt_reading(text, ENVIRON) == deerflow_reading(text, ENVIRON), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "database:\n  backend: sqlite\t\n",
+        "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: $SNAP\n",
+        "database:\n  checkpoint_delta_snapshot_frequency: 5\n  checkpoint_delta: {snapshot_frequency: 7}\n",
+        "database:\n  checkpoint_delta_snapshot_frequency: 5\n  checkpoint_delta: 3\n",
+        "models: [$MISSING]\ndatabase:\n  backend: sqlite\n",
+        "\ufeffdatabase:\n  backend: postgres\n  postgres_url: $URL\n",
+        "database:\n  backend: sqlite\n\ufeff  sqlite_dir: x\n",
+    ],
+)
+def test_known_cases_agree(text: str) -> None:
+    assert ckpt_reading(text, ENVIRON) == deerflow_reading(text, ENVIRON), text
