@@ -187,3 +187,20 @@ def test_values_both_yaml_versions_read_alike_get_no_yaml_12_note() -> None:
 
     assert yaml12_disagreement("0x1F", 31) == "" and yaml12_disagreement("250", 250) == ""
     assert yaml12_disagreement("true", True) == ""
+
+
+@given(st.integers(min_value=-(2**70), max_value=2**70))
+def test_a_cadence_integer_reads_as_pydantic_reads_it(value: int) -> None:
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter, ValidationError
+
+    from deerflow_ckpt.config.values import MAX_CADENCE, read_cadence
+
+    try:
+        expected: int | None = TypeAdapter(Annotated[int, Field(ge=1)]).validate_python(value)
+    except ValidationError:
+        expected = None
+    if value > MAX_CADENCE:
+        expected = None  # ckpt refuses what no process can count to (read_cadence's docstring)
+    assert read_cadence(value).effective == expected

@@ -266,6 +266,9 @@ def read_cadence(raw: object) -> CadenceReading:
         return CadenceReading(raw, None, env_reference=raw[1:])
     if isinstance(raw, float) and not math.isfinite(raw):
         return CadenceReading(raw, None, problem="is not a finite number, which DeerFlow rejects")
+    if type(raw) is int and raw >= 1:
+        # What pydantic answers for a positive int, without building its validator (~0.4 s at start-up).
+        return CadenceReading(raw, raw)
     from pydantic import ValidationError
 
     try:
