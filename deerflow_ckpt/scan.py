@@ -83,6 +83,8 @@ class ScanReport:
     timeline: Timeline | None = None
     # The --since boundary (a checkpoint id: ids sort by write time), if any.
     since: str | None = None
+    # Postgres: which saver generation set the tables up (checkpoint_migrations against the installed saver).
+    saver_setup: str | None = None
     # verify-shape --deep: what the proof of the stored message lists found (None without --deep).
     proof: ProofSummary | None = None
 
@@ -313,6 +315,12 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
         superstep_bound=settings.superstep_bound,
         since=settings.since,
     )
+    if backend is Backend.POSTGRES:
+        from deerflow_ckpt.store.postgres import PostgresCheckpointReader
+        from deerflow_ckpt.store.savers import describe_setup
+
+        assert isinstance(reader, PostgresCheckpointReader)
+        report.saver_setup = describe_setup(reader.applied_migrations())
     epochs: list[Epoch] = []
     provisional: list[Finding] = []
     first_evidence: FirstSink = {}

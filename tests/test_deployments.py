@@ -451,3 +451,34 @@ def test_a_values_file_without_a_deerflow_block_is_an_ordinary_config() -> None:
     text = "config: |\n  apiVersion: v1\n  kind: Pod\ndatabase:\n  backend: sqlite\n"
     assert lint_config_bytes(text.encode(), {}, Path("/")).facts is not None
     assert [f.rule for f in lint_config_bytes(text.encode(), {}, Path("/")).findings] == []
+
+
+# -- the Postgres saver's schema knowledge, reused ----------------------------------------------------------
+
+
+def test_the_installed_saver_migrations_are_read_as_the_library_has_them() -> None:
+    from langgraph.checkpoint.postgres.base import MIGRATIONS
+
+    from deerflow_ckpt.store.savers import installed_postgres_schema
+
+    schema = installed_postgres_schema()
+    assert schema is not None and schema.migrations == len(MIGRATIONS)
+
+
+@pytest.mark.postgres
+def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database: str) -> None:
+    import psycopg
+
+    from deerflow_ckpt.store.savers import installed_postgres_schema
+
+    build_postgres(pg_database, None, ["clean-delta"], turns=4, message_bytes=64)
+    installed = installed_postgres_schema()
+    assert installed is not None
+    code, out, err = ckpt("verify-shape", "--db", pg_database, "--format", "json")
+    assert code == 0, err
+    setup = json.loads(out)["database"]["saver_setup"]
+    assert setup.startswith(f"{installed.migrations} saver migrations applied") and "older" not in setup
+    with psycopg.connect(pg_database, autocommit=True) as connection:
+        connection.execute("DELETE FROM checkpoint_migrations WHERE v >= 5")
+    code, out, _ = ckpt("verify-shape", "--db", pg_database)
+    assert "tables: 5 saver migrations applied" in out and "set up by an older saver" in out

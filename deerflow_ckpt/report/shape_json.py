@@ -64,6 +64,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "description": report.database,
             "backend": report.backend.value,
             "found_via": report.found_via,
+            "saver_setup": report.saver_setup,
         },
         "settings": {
             "expected_cadence": report.expected_cadence,

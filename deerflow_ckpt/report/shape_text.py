@@ -69,6 +69,8 @@ def _proof_lines(report: ScanReport) -> list[str]:
 def render_text(report: ScanReport, console: Console) -> None:
     console.print(Text(f"Scanned {report.database}", style="bold"))
     console.print(f"  found via {report.found_via}")
+    if report.saver_setup is not None:
+        console.print(f"  tables: {report.saver_setup}")
     console.print(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}")
     if report.since is not None:
         console.print(f"  judged: checkpoints written at or after {format_time(write_time_ns(report.since))}")

@@ -255,6 +255,21 @@ class PostgresCheckpointReader:
         finally:
             connection.close()
 
+    def applied_migrations(self) -> int | None:
+        """Rows of checkpoint_migrations: the saver migrations that set the tables up (None without the table)."""
+        from psycopg import sql
+
+        with self._session() as (connection, _, _), connection.cursor() as cursor:
+            qualified = f"{self.target.schema}.checkpoint_migrations" if self.target.schema else "checkpoint_migrations"
+            cursor.execute("SELECT to_regclass(%s)", (qualified,))
+            row = cursor.fetchone()
+            if row is None or row[0] is None:
+                return None
+            table = sql.Identifier(*qualified.split(".")) if self.target.schema else sql.Identifier(qualified)
+            cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(table))
+            counted = cursor.fetchone()
+        return None if counted is None else int(counted[0])
+
     def threads_since(self, boundary: str) -> list[str]:
         """Threads with a checkpoint whose id sorts at or after `boundary` (written then or later), in order."""
         from psycopg import sql
