@@ -376,7 +376,10 @@ def test_after_the_upgrade_lint_and_migrate_name_the_lost_cadence(tmp_path: Path
         and "now gives cadence 10" in lost["message"]
     )
     code, _, err = ckpt("migrate-config", "--check", str(tree / "config.yaml"))
-    assert code == 1 and "config.yaml.bak (make config-upgrade's backup) gives DeerFlow cadence 1000" in err
+    assert (
+        code == 1
+        and "config.yaml.bak beside this file (make config-upgrade's backup) gives DeerFlow cadence 1000" in err
+    )
 
 
 def test_restore_from_backup_carries_the_cadence_back_as_a_minimal_edit(tmp_path: Path) -> None:
@@ -482,3 +485,61 @@ def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database:
         connection.execute("DELETE FROM checkpoint_migrations WHERE v >= 5")
     code, out, _ = ckpt("verify-shape", "--db", pg_database)
     assert "tables: 5 saver migrations applied" in out and "set up by an older saver" in out
+
+
+def test_a_cadence_the_operator_set_after_the_upgrade_is_theirs(tmp_path: Path) -> None:
+    tree = shutil.copytree(DEPLOYMENTS / "upgraded", tmp_path / "tree")
+    config = tree / "config.yaml"
+    edited = config.read_text().replace("snapshot_frequency: 10", "snapshot_frequency: 500   # tuned")
+    config.write_text(edited)
+    _, out, _ = ckpt("lint-config", "--format", "json", str(config))
+    assert not any(finding["rule"] == "CK512" for finding in json.loads(out)["findings"])
+    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    # Nothing to restore: the legacy key is moved as without the option, the operator's 500 kept.
+    assert code == 0 and "nothing to restore" in err and "snapshot_frequency: 500   # tuned" in config.read_text()
+    assert "checkpoint_delta_snapshot_frequency" not in config.read_text()
+    config.write_text("database: [\n")
+    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    assert code == 2 and "not valid YAML" in err
+
+
+def test_an_example_that_is_not_the_upgraders_is_ignored(tmp_path: Path) -> None:
+    # config-upgrade.sh merges from the repository root's example only, never one further up.
+    shutil.copyfile(DEPLOYMENTS / "before-upgrade" / "config.example.yaml", tmp_path / "config.example.yaml")
+    project = tmp_path / "a" / "b"
+    project.mkdir(parents=True)
+    shutil.copyfile(DEPLOYMENTS / "before-upgrade" / "config.yaml", project / "config.yaml")
+    _, out, _ = ckpt("lint-config", "--format", "json", str(project / "config.yaml"))
+    assert not any(finding["rule"] == "CK511" for finding in json.loads(out)["findings"])
+    backend = project / "backend"
+    backend.mkdir()
+    shutil.move(project / "config.yaml", backend / "config.yaml")
+    shutil.copyfile(tmp_path / "config.example.yaml", project / "config.example.yaml")
+    _, out, _ = ckpt("lint-config", "--format", "json", str(backend / "config.yaml"))
+    assert any(finding["rule"] == "CK511" for finding in json.loads(out)["findings"])
+
+
+def test_a_resolved_dsn_never_shows_its_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    (root / "config.yaml").write_text(
+        "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: $DATABASE_URL\n"
+    )
+    (root / ".env").write_text(f"DATABASE_URL=postgresql://deer:{PASSWORD}@db/deerflow\n")
+    monkeypatch.chdir(root)
+    for args in (("migrate-config", "--check"), ("migrate-config", "--check", "--format", "json"), ("lint-config",)):
+        _, out, err = ckpt(*args)
+        assert "deer:***@db" in out + err and PASSWORD not in out + err, args
+
+
+def test_a_candidate_that_cannot_be_opened_is_an_error_not_a_skip(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DeerFlow's own file is corrupt: checking another database instead would say "clean" about the wrong one.
+    root = checkout(tmp_path / "deer-flow", "database:\n  backend: sqlite\n")
+    broken = root / "backend" / ".deer-flow" / "data" / "deerflow.db"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a database at all" * 10)
+    place_db(checkpoint_db, root / ".deer-flow" / "data" / "deerflow.db")
+    monkeypatch.chdir(root)
+    code, _, err = ckpt("verify-shape")
+    assert code == 2 and f"{broken} is not a SQLite database" in err

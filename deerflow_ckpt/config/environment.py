@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.redact import remember_secret, url_password
 
 # python-dotenv's switch: load_dotenv() does nothing when it is set to one of these.
 DOTENV_DISABLED_ENV = "PYTHON_DOTENV_DISABLED"
@@ -115,6 +116,7 @@ def deerflow_environment(
     environ: Mapping[str, str], cwd: Path, deerflow_root: Path | None = None
 ) -> DeerFlowEnvironment:
     """What DeerFlow's process would see, run from this environment with this install."""
+    _remember_passwords(environ)
     install = find_install(deerflow_root, cwd)
     start = install.package if install is not None else cwd.resolve()
     if environ.get(DOTENV_DISABLED_ENV, "").strip().casefold() in _DISABLED_VALUES:
@@ -125,7 +127,15 @@ def deerflow_environment(
     supplied = {
         name: value for name, value in _dotenv_values(dotenv).items() if value is not None and name not in environ
     }
+    _remember_passwords(supplied)
     return DeerFlowEnvironment({**supplied, **environ}, install, dotenv, tuple(sorted(supplied)), start)
+
+
+def _remember_passwords(variables: Mapping[str, str]) -> None:
+    # A resolved $VAR can reach any message (DeerFlow's carried-forward warning quotes it): mask DSN passwords.
+    for value in variables.values():
+        if "://" in value:
+            remember_secret(url_password(value))
 
 
 def process_environment(deerflow_root: Path | None = None) -> DeerFlowEnvironment:

@@ -10,7 +10,7 @@ from deerflow_ckpt.config.consistency import Consistency, check_consistency
 from deerflow_ckpt.config.keys import CADENCE_KEY, DATABASE, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
 from deerflow_ckpt.config.lint_source import ConfigSource
-from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, pending_upgrade
+from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, lost_message, pending_upgrade
 from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file
@@ -96,17 +96,7 @@ def _upgrade_findings(path: Path, raw: bytes, environ: Mapping[str, str]) -> lis
         )
     lost = lost_cadence(path, data, environ) if has_backup else None
     if lost is not None:
-        now = "no valid cadence" if lost.current_cadence is None else f"cadence {lost.current_cadence}"
-        findings.append(
-            Finding(
-                "CK512",
-                source.line(DATABASE, DELTA_SECTION, CADENCE_KEY),
-                f"{lost.backup.name} beside this file (make config-upgrade's backup) gives DeerFlow cadence "
-                f"{lost.backup_cadence} (from {lost.backup_origin}), but this file now gives {now}: the upgrade "
-                "replaced the operator's cadence; run ckpt migrate-config --restore-from-backup to carry "
-                f"{lost.backup_cadence} back, then restart every process sharing the database",
-            )
-        )
+        findings.append(Finding("CK512", source.line(DATABASE, DELTA_SECTION, CADENCE_KEY), lost_message(lost)))
     return findings
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+import yaml
+
 from deerflow_ckpt.config.migrate import (
     Diagnostic,
     MigrationResult,
@@ -15,11 +17,12 @@ from deerflow_ckpt.config.migrate import (
     migrate_config_bytes,
     restore_cadence_bytes,
 )
-from deerflow_ckpt.config.upgrade import LostCadence, backup_of, lost_cadence
-from deerflow_ckpt.config.values import load_values
+from deerflow_ckpt.config.upgrade import LostCadence, backup_of, lost_cadence, lost_message
+from deerflow_ckpt.config.values import ExpansionError, load_values
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
+from deerflow_ckpt.redact import redact
 
 
 class WriteMode(StrEnum):
@@ -67,6 +70,7 @@ def migrate_path(
     result = _restore(path, raw, environ or {}) if restore else migrate_config_bytes(raw, environ)
     if not restore:
         result = _with_backup_warning(path, raw, result, environ or {})
+    result = _masked(result)
     if mode is not WriteMode.IN_PLACE or result.status is not MigrationStatus.MIGRATED:
         return FileMigration(name, path, result, False)
     try:
@@ -84,51 +88,52 @@ def migrate_path(
 
 def migrate_stream(raw: bytes, name: str, environ: Mapping[str, str] | None = None) -> FileMigration:
     """Migrate bytes read from standard input; the caller prints the result."""
-    return FileMigration(name, None, migrate_config_bytes(raw, environ), False)
+    return FileMigration(name, None, _masked(migrate_config_bytes(raw, environ)), False)
 
 
-def _lost(path: Path, raw: bytes, environ: Mapping[str, str]) -> LostCadence | str:
-    """What the upgrader's backup holds that the file lost, or why there is nothing to restore."""
+def _masked(result: MigrationResult) -> MigrationResult:
+    """Diagnostics with any password masked: a resolved `$VAR` (DeerFlow's warning quotes it) may be a DSN."""
+    diagnostics = tuple(replace(d, message=redact(d.message)) for d in result.diagnostics)
+    return replace(result, diagnostics=diagnostics)
+
+
+def _lost(path: Path, raw: bytes, environ: Mapping[str, str]) -> LostCadence | None:
+    """The cadence make config-upgrade replaced in this file, per its backup beside it."""
     if not backup_of(path).is_file():
-        return f"no {backup_of(path).name} beside it (make config-upgrade's backup)"
+        return None
     try:
         data = load_values(raw.decode("utf-8-sig"))
-    except Exception:  # unreadable: migrate_config_bytes reports why
-        return "it cannot be read as DeerFlow reads it"
-    lost = lost_cadence(path, data, environ)
-    if lost is None:
-        return f"{backup_of(path).name} gives DeerFlow the same cadence as the file, or none of its own"
-    return lost
+    except (UnicodeDecodeError, yaml.YAMLError, ExpansionError, ValueError, TypeError, RecursionError):
+        return None  # unreadable: the migration itself reports why
+    return lost_cadence(path, data, environ)
 
 
 def _restore(path: Path, raw: bytes, environ: Mapping[str, str]) -> MigrationResult:
-    lost = _lost(path, raw, environ)
-    if isinstance(lost, str):
-        # Asked to restore from a backup that is not there: an error; one that agrees: already done.
-        missing = not backup_of(path).is_file()
-        severity, status = (
-            (Severity.ERROR, MigrationStatus.FAILED) if missing else (Severity.NOTE, MigrationStatus.UNCHANGED)
-        )
+    if not backup_of(path).is_file():
+        message = f"nothing to restore: no {backup_of(path).name} beside it (make config-upgrade's backup)"
         return MigrationResult(
-            status, raw, raw, (Diagnostic(severity, None, f"nothing to restore: {lost}", rule="CK512"),)
+            MigrationStatus.FAILED, raw, raw, (Diagnostic(Severity.ERROR, None, message, rule="CK512"),)
         )
+    lost = _lost(path, raw, environ)
+    if lost is None:
+        # Nothing the upgrade replaced: the file is migrated as without the option.
+        result = migrate_config_bytes(raw, environ)
+        note = Diagnostic(
+            Severity.NOTE,
+            None,
+            f"nothing to restore: {backup_of(path).name} does not hold a cadence the upgrade replaced",
+            rule="CK512",
+        )
+        return replace(result, diagnostics=(note, *result.diagnostics))
     return restore_cadence_bytes(raw, lost.backup_cadence, f"{lost.backup.name} ({lost.backup_origin})", environ)
 
 
 def _with_backup_warning(
     path: Path, raw: bytes, result: MigrationResult, environ: Mapping[str, str]
 ) -> MigrationResult:
-    """A migration beside an upgrader backup that holds another cadence says what was lost."""
-    lost = _lost(path, raw, environ) if backup_of(path).is_file() else None
-    if lost is None or isinstance(lost, str):
+    """A migration beside an upgrader backup that holds the replaced cadence says what was lost."""
+    lost = _lost(path, raw, environ)
+    if lost is None:
         return result
-    now = "no valid cadence" if lost.current_cadence is None else f"cadence {lost.current_cadence}"
-    warning = Diagnostic(
-        Severity.WARNING,
-        None,
-        f"{lost.backup.name} (make config-upgrade's backup) gives DeerFlow cadence {lost.backup_cadence} "
-        f"({lost.backup_origin}), but this file gives {now}: the upgrade replaced it; "
-        "ckpt migrate-config --restore-from-backup carries it back",
-        rule="CK512",
-    )
+    warning = Diagnostic(Severity.WARNING, None, lost_message(lost), rule="CK512")
     return replace(result, diagnostics=(*result.diagnostics, warning))

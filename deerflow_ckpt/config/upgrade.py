@@ -20,8 +20,6 @@ from deerflow_ckpt.config.keys import CADENCE_KEY, DATABASE, DELTA_SECTION, LEGA
 from deerflow_ckpt.config.values import ExpansionError, load_values
 
 EXAMPLE_NAME = "config.example.yaml"
-# DeerFlow's _check_config_version looks in the config's directory and four parents above it.
-EXAMPLE_SEARCH_DEPTH = 5
 # config.example.yaml's cadence, which the upgrader adds (its value is read from the example when found).
 UPGRADER_DEFAULT = 10
 
@@ -41,11 +39,14 @@ def config_version(data: object) -> int:
 
 
 def _load(path: Path) -> object:
+    """A file beside the config as DeerFlow's tools read it; None when it cannot be read (never an error)."""
     import yaml
 
+    from deerflow_ckpt.fileio import ConfigReadError, read_config_file
+
     try:
-        return load_values(path.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ExpansionError, ValueError, TypeError):
+        return load_values(read_config_file(path).decode("utf-8-sig"))
+    except (ConfigReadError, UnicodeDecodeError, yaml.YAMLError, ExpansionError, ValueError, TypeError, RecursionError):
         return None
 
 
@@ -58,19 +59,19 @@ class Example:
 
 
 def find_example(config: Path) -> Example | None:
-    """config.example.yaml as DeerFlow's version check finds it, with its version and cadence."""
+    """The config.example.yaml make config-upgrade merges from: the repository root's, which is the
+    config's directory (config.yaml at the root) or the one above backend/ (backend/config.yaml)."""
     directory = config.resolve().parent
-    for _ in range(EXAMPLE_SEARCH_DEPTH):
-        candidate = directory / EXAMPLE_NAME
+    candidates = [directory / EXAMPLE_NAME]
+    if directory.name == "backend":
+        candidates.insert(0, directory.parent / EXAMPLE_NAME)
+    for candidate in candidates:
         if candidate.is_file():
             data = _load(candidate)
             database = data.get(DATABASE) if isinstance(data, dict) else None
             delta = database.get(DELTA_SECTION) if isinstance(database, dict) else None
             cadence = delta.get(CADENCE_KEY, UPGRADER_DEFAULT) if isinstance(delta, dict) else UPGRADER_DEFAULT
             return Example(candidate, config_version(data), cadence)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
     return None
 
 
@@ -83,18 +84,23 @@ class PendingUpgrade:
 
 
 def pending_upgrade(config: Path, data: object) -> PendingUpgrade | None:
-    """When the file holds only the legacy key and is older than the example DeerFlow finds beside it."""
-    database = data.get(DATABASE) if isinstance(data, dict) else None
+    """When the file holds only the legacy key and is older than the example the upgrader merges from."""
+    if not isinstance(data, dict):
+        return None
+    database = data.get(DATABASE)
     if not isinstance(database, dict) or LEGACY_CADENCE_KEY not in database:
         return None
-    delta = database.get(DELTA_SECTION)
-    if isinstance(delta, dict) and CADENCE_KEY in delta:
+    if DELTA_SECTION in database and not isinstance(database.get(DELTA_SECTION), dict):
+        return None  # the upgrader only merges into mappings: a null or scalar checkpoint_delta stays
+    if _has_nested(data):
         return None  # the upgrader only adds missing keys
+    raw_version = data.get("config_version", 0)
+    if not isinstance(raw_version, int) or isinstance(raw_version, bool):
+        return None  # the upgrader compares it with an int as it is: anything else makes it fail
     example = find_example(config)
-    version = config_version(data)
-    if example is None or version >= example.version:
+    if example is None or raw_version >= example.version:
         return None
-    return PendingUpgrade(example, version)
+    return PendingUpgrade(example, raw_version)
 
 
 @dataclass(frozen=True)
@@ -109,28 +115,42 @@ class LostCadence:
 
 
 def lost_cadence(config: Path, data: object, environ: Mapping[str, str]) -> LostCadence | None:
-    """The upgrader's backup beside `config`, when its effective cadence differs from the file's."""
+    """The upgrader's backup beside `config`, when the upgrade replaced the cadence: the backup ran on the
+    legacy key alone, and the file now has the nested key at the value the upgrader adds."""
     backup = backup_of(config)
-    if not backup.is_file():
-        return None
-    before = _load(backup)
+    before = _load(backup) if backup.is_file() else None
     if not isinstance(before, dict) or not isinstance(data, dict):
         return None
-    try:
-        old = read_database_settings(before, environ)
-        new = read_database_settings(data, environ)
-    except Exception:  # a backup DeerFlow could not load says nothing about a lost cadence
+    if not _legacy_only(before) or not _has_nested(data):
+        return None  # a nested key the operator wrote (before or after the upgrade) is theirs
+    nested = data[DATABASE][DELTA_SECTION][CADENCE_KEY]
+    if isinstance(nested, str) and nested.startswith("$"):
+        return None  # the upgrader writes a number; a $VAR is the operator's
+    old = read_database_settings(before, environ)
+    new = read_database_settings(data, environ)
+    if new.cadence.effective != UPGRADER_DEFAULT or old.cadence.effective in (None, new.cadence.effective):
         return None
-    if old.cadence.effective is None or old.cadence.effective == new.cadence.effective:
-        return None
-    if not _sets_cadence(before):
-        return None  # the backup ran on DeerFlow's default: nothing of the operator's was lost
+    assert old.cadence.effective is not None
     return LostCadence(backup, old.cadence.effective, old.cadence_origin, new.cadence.effective)
 
 
-def _sets_cadence(data: dict[Any, Any]) -> bool:
+def _legacy_only(data: dict[Any, Any]) -> bool:
     database = data.get(DATABASE)
-    if not isinstance(database, dict):
-        return False
-    delta = database.get(DELTA_SECTION)
-    return LEGACY_CADENCE_KEY in database or (isinstance(delta, dict) and CADENCE_KEY in delta)
+    return isinstance(database, dict) and LEGACY_CADENCE_KEY in database and not _has_nested(data)
+
+
+def _has_nested(data: dict[Any, Any]) -> bool:
+    database = data.get(DATABASE)
+    delta = database.get(DELTA_SECTION) if isinstance(database, dict) else None
+    return isinstance(delta, dict) and CADENCE_KEY in delta
+
+
+def lost_message(lost: LostCadence) -> str:
+    """What was lost, and the way back: CK512 in lint-config and migrate-config alike."""
+    now = "no valid cadence" if lost.current_cadence is None else f"cadence {lost.current_cadence}"
+    return (
+        f"{lost.backup.name} beside this file (make config-upgrade's backup) gives DeerFlow cadence "
+        f"{lost.backup_cadence} (from {lost.backup_origin}), but this file now gives {now}, the value the "
+        f"upgrade added: run ckpt migrate-config --restore-from-backup to carry {lost.backup_cadence} back, then "
+        "restart every process sharing the database"
+    )

@@ -18,6 +18,8 @@ from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact, remember_secret, url_password
 
 SQLITE_FILE_NAME = "deerflow.db"
+# How store/sqlite.py says a file opened but holds no checkpoint tables.
+NOT_CHECKPOINT_DATABASE = "is not a LangGraph checkpoint database"
 # checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
 CHECKPOINTER_SQLITE_DEFAULT = "store.db"
 HOME_ENV = "DEER_FLOW_HOME"
@@ -184,6 +186,10 @@ def _not_a_checkpoint_database(path: Path) -> str | None:
     try:
         connect_readonly(SqliteTarget(path)).close()
     except StoreError as exc:
+        # Only a database without LangGraph's tables is skipped: one that cannot be opened (permissions, a
+        # corrupt file) may be the one DeerFlow uses, and DeerFlow would fail on it too.
+        if NOT_CHECKPOINT_DATABASE not in str(exc):
+            raise
         return str(exc)
     return None
 
