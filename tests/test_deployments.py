@@ -7,6 +7,7 @@ runs ckpt on them, in process with a clean environment.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -543,3 +544,85 @@ def test_a_candidate_that_cannot_be_opened_is_an_error_not_a_skip(
     monkeypatch.chdir(root)
     code, _, err = ckpt("verify-shape")
     assert code == 2 and f"{broken} is not a SQLite database" in err
+
+
+@pytest.mark.parametrize(
+    ("section", "line"),
+    [
+        ("checkpointer:\n  type: postgres\n  connection_string: postgresql://h/db\n  postgres_schema:\n", 4),
+        ("checkpointer:\n  type: sqlite\n  connection_string: 123\n", 3),
+    ],
+)
+def test_checkpointer_values_deerflow_cannot_read_as_strings(section: str, line: int) -> None:
+    findings = lint_text(section)
+    assert ("CK500", line) in [(finding.rule, finding.line) for finding in findings]
+    assert "Input should be a valid string" in next(f.message for f in findings if f.rule == "CK500")
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ("checkpointer:\n  type: sqlite\n  postgres_schema: Bad\n", "not a plain lowercase PostgreSQL identifier"),
+        ("checkpointer:\n  type: SQLite\n", "DeerFlow refuses this config (memory, sqlite or postgres)"),
+    ],
+)
+def test_verify_shape_refuses_a_checkpointer_section_deerflow_refuses(
+    tmp_path: Path, section: str, expected: str
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(section)
+    code, _, err = ckpt("verify-shape", "--config", str(config))
+    assert code == 2 and expected in err, err
+
+
+def test_nesting_past_the_parser_is_ck500_not_a_crash(tmp_path: Path) -> None:
+    deep = "database: " + "[" * 5000 + "]" * 5000 + "\n"
+    findings = lint_text(deep)
+    assert [finding.rule for finding in findings] == ["CK500"] and "nesting deeper" in findings[0].message
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  checkpoint_delta_snapshot_frequency: 5\n")
+    (tmp_path / "config.yaml.bak").write_text(deep)  # a backup nobody can read is no finding
+    assert ckpt("lint-config", str(config))[0] == 0
+    assert ckpt("migrate-config", "--check", str(config))[0] == 1
+
+
+def test_an_unreadable_dotenv_is_a_warning_and_its_variables_left_out(
+    tmp_path: Path, checkpoint_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_bytes(b"DATABASE_URL=\xff\xfe\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = ckpt("verify-shape", "--db", str(checkpoint_db))
+    assert code in (0, 1) and "warning: cannot read" in err and "UnicodeDecodeError" in err
+    (tmp_path / ".env").unlink()
+    os.mkfifo(tmp_path / ".env")
+    code, _, err = ckpt("verify-shape", "--db", str(checkpoint_db))
+    assert code in (0, 1) and "is a FIFO" in err
+
+
+@pytest.mark.parametrize("case", ["indicator", "no_final_newline", "strip", "duplicate"])
+def test_helm_block_shapes_migrate_and_read_back(tmp_path: Path, case: str) -> None:
+    import yaml
+
+    legacy = "  database:\n    checkpoint_channel_mode: delta\n    checkpoint_delta_snapshot_frequency: 250\n"
+    text = {
+        "indicator": "config: |2\n    # a more indented first line\n" + legacy,
+        "no_final_newline": "image: x\nconfig: |\n" + legacy.rstrip("\n"),
+        "strip": "config: |-\n" + legacy + "other: 1\n",
+        "duplicate": "config: |\n  x: 1\nconfig: |\n" + legacy,
+    }[case]
+    values = tmp_path / "values.yaml"
+    values.write_text(text)
+    code, _, err = ckpt("migrate-config", str(values))
+    assert code == 0, err
+    after = yaml.safe_load(values.read_text())
+    assert yaml.safe_load(after["config"])["database"]["checkpoint_delta"] == {"snapshot_frequency": 250}
+    assert values.read_text().endswith("\n") == text.endswith("\n")
+
+
+def test_assume_set_turns_an_unset_variable_into_info() -> None:
+    text = "models:\n  - api_key: $OPENAI_API_KEY\ndatabase:\n  backend: sqlite\n"
+    assert [finding.rule for finding in lint_text(text)] == ["CK500"]
+    for assumed in ({"OPENAI_API_KEY"}, {"*"}):
+        findings = lint_config_bytes(text.encode(), {}, Path("/"), frozenset(assumed)).findings
+        assert [finding.rule for finding in findings] == ["CK509"]
+    assert [f.rule for f in lint_config_bytes(text.encode(), {}, Path("/"), frozenset({"OTHER"})).findings] == ["CK500"]

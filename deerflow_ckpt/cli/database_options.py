@@ -94,6 +94,8 @@ def deerflow_environment(deerflow_root: Path | None) -> DeerFlowEnvironment:
     environment = process_environment(deerflow_root)
     if environment.dotenv is not None:
         message(f"ckpt: {environment.describe_dotenv()}")
+    if environment.problem is not None:
+        message(f"ckpt: warning: {environment.problem}")
     return environment
 
 

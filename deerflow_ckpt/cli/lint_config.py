@@ -37,6 +37,14 @@ def lint_config(
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    assume_set: list[str] = typer.Option(
+        [],
+        "--assume-set",
+        metavar="NAME",
+        help="A variable set where DeerFlow runs but not here (a secret injected at deploy time, in CI or "
+        "pre-commit): its unset $NAME is info, not DeerFlow's CK500. Repeatable; '*' for every variable.",
+        show_default=False,
+    ),
 ) -> None:
     """Check config files' database: sections the way DeerFlow reads them, and files against each other.
 
@@ -60,7 +68,7 @@ def lint_config(
     environment = database_options.deerflow_environment(deerflow_root)
     configs = files or [database_options.default_config(environment)]
     ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
-    report = lint_files(read_configs(configs), environment.variables, base)
+    report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set))
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text

@@ -40,7 +40,8 @@ class DeerFlowInstall:
 
     def legacy_configs(self) -> tuple[Path, Path]:
         """DeerFlow's fallback config.yaml places: four levels above app_config.py, then one more."""
-        backend = self.package.parents[3]
+        parents = self.package.parents
+        backend = parents[3] if len(parents) > 3 else parents[-1]
         return backend / "config.yaml", backend.parent / "config.yaml"
 
 
@@ -53,6 +54,8 @@ class DeerFlowEnvironment:
     from_dotenv: tuple[str, ...]
     # Where the .env search started: DeerFlow's config package, else the working directory.
     searched_from: Path
+    # Why the .env found was not read (it is then left out), or None.
+    problem: str | None = None
 
     def describe_dotenv(self) -> str:
         """One line naming the .env and what it supplied (names only: values may be secrets)."""
@@ -124,9 +127,16 @@ def deerflow_environment(
     dotenv = find_dotenv(start)
     if dotenv is None:
         return DeerFlowEnvironment(dict(environ), install, None, (), start)
-    supplied = {
-        name: value for name, value in _dotenv_values(dotenv).items() if value is not None and name not in environ
-    }
+    if dotenv.is_fifo():
+        problem = f"{dotenv} is a FIFO: ckpt does not read it (it would wait for a writer)"
+        return DeerFlowEnvironment(dict(environ), install, None, (), start, problem)
+    try:
+        values = _dotenv_values(dotenv)
+    except ConfigError as exc:
+        # DeerFlow's load_dotenv fails on it too; a command that needs none of its variables still runs.
+        problem = f"{exc}; DeerFlow would fail to start on it too, and its variables are left out here"
+        return DeerFlowEnvironment(dict(environ), install, None, (), start, problem)
+    supplied = {name: value for name, value in values.items() if value is not None and name not in environ}
     _remember_passwords(supplied)
     return DeerFlowEnvironment({**supplied, **environ}, install, dotenv, tuple(sorted(supplied)), start)
 

@@ -20,6 +20,8 @@ from deerflow_ckpt.config.values import compose_documents, construct_values, sam
 CONFIG_KEY = "config"
 # A top-level `config:` whose value starts a literal block (a header like `|`, `|-` or `|2`).
 _CONFIG_BLOCK = re.compile(r"(?m)^config:[ \t]*\|")
+# A literal block's header: `|`, then an indentation indicator and a chomping indicator in either order.
+_HEADER = re.compile(r"\|(?:([1-9])[-+]?|[-+]([1-9])?)?")
 # Sections whose presence says the block is a DeerFlow config, not some other chart's string.
 DEERFLOW_SECTIONS = frozenset({"database", "checkpointer", "config_version", "models", "sandbox"})
 
@@ -53,8 +55,13 @@ def embedded_config(text: str) -> EmbeddedConfig | None:
         return None
     if len(documents) != 1 or not isinstance(documents[0], yaml.MappingNode):
         return None
+    # The last `config:` counts: PyYAML (and Helm's reading of values.yaml) keep the last of duplicate keys.
     pair = next(
-        (pair for pair in documents[0].value if isinstance(pair[0], yaml.ScalarNode) and pair[0].value == CONFIG_KEY),
+        (
+            pair
+            for pair in reversed(documents[0].value)
+            if isinstance(pair[0], yaml.ScalarNode) and pair[0].value == CONFIG_KEY
+        ),
         None,
     )
     if pair is None or not isinstance(pair[1], yaml.ScalarNode) or pair[1].style != "|":
@@ -67,9 +74,13 @@ def embedded_config(text: str) -> EmbeddedConfig | None:
     if isinstance(values, dict) and not DEERFLOW_SECTIONS & set(values):
         return None
     first_line = int(pair[1].start_mark.line) + 1
-    lines = split_lines(text)
-    body = [line for line in lines[first_line:] if line.strip()]
-    indent = len(body[0]) - len(body[0].lstrip(" ")) if body else 0
+    header = _HEADER.match(text, pair[1].start_mark.index)
+    digit = header.group(1) or header.group(2) if header is not None else None
+    if digit:
+        indent = int(digit)  # an indentation indicator (`|2`): relative to the top level's column 0
+    else:
+        body = [line for line in split_lines(text)[first_line:] if line.strip()]
+        indent = len(body[0]) - len(body[0].lstrip(" ")) if body else 0
     return EmbeddedConfig(inner, first_line, indent)
 
 
@@ -89,6 +100,8 @@ def splice(text: str, embedded: EmbeddedConfig, edited: str) -> str:
             result.extend((pad + line if line else "") + newline for line in new_lines[b_start:b_end])
     result.extend(outer[embedded.first_line + len(old_lines) :])
     spliced = "".join(result)
+    if not text.endswith(("\n", "\r")) and spliced.endswith(newline):
+        spliced = spliced[: -len(newline)]  # the block ended the file without a line break: still none
     _verify(text, spliced, edited)
     return spliced
 
@@ -99,7 +112,8 @@ def _verify(original: str, spliced: str, edited: str) -> None:
         raise HelmEditError("the edited config block does not read back as the migrated config")
     old_values = construct_values(compose_documents(original)[0])
     new_values = construct_values(compose_documents(spliced)[0])
-    assert before is not None and isinstance(old_values, dict) and isinstance(new_values, dict)
+    if before is None or not isinstance(old_values, dict) or not isinstance(new_values, dict):
+        raise HelmEditError("values.yaml no longer reads as a mapping")
     old_values.pop(CONFIG_KEY)
     new_values.pop(CONFIG_KEY)
     if not same_value(old_values, new_values):

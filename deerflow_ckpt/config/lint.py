@@ -121,7 +121,9 @@ class FileLint:
     facts: CheckpointFacts | None
 
 
-def lint_config_bytes(raw: bytes, environ: Mapping[str, str], cwd: Path) -> FileLint:
+def lint_config_bytes(
+    raw: bytes, environ: Mapping[str, str], cwd: Path, assumed: frozenset[str] = frozenset()
+) -> FileLint:
     """Lint one config file's bytes; `cwd` is the directory DeerFlow's process runs in."""
     try:
         text = raw.decode("utf-8-sig")
@@ -129,15 +131,18 @@ def lint_config_bytes(raw: bytes, environ: Mapping[str, str], cwd: Path) -> File
         line = raw[: exc.start].count(b"\n") + 1
         finding = Finding("CK500", line, f"not UTF-8 text (byte {exc.start}); DeerFlow cannot read the file")
         return FileLint((finding,), None)
-    return lint_config_text(text, environ, cwd)
+    return lint_config_text(text, environ, cwd, assumed)
 
 
-def lint_config_text(text: str, environ: Mapping[str, str], cwd: Path) -> FileLint:
+def lint_config_text(
+    text: str, environ: Mapping[str, str], cwd: Path, assumed: frozenset[str] = frozenset()
+) -> FileLint:
+    """Lint one config's text; `assumed` names variables set where DeerFlow runs though unset here ("*": all)."""
     embedded = embedded_config(text)
     if embedded is None:
-        return _Linter(text, environ, cwd).run()
+        return _Linter(text, environ, cwd, assumed).run()
     # A Helm values.yaml: lint the config block, at the outer file's lines.
-    linted = _Linter(embedded.text, environ, cwd).run()
+    linted = _Linter(embedded.text, environ, cwd, assumed).run()
     findings = tuple(replace(finding, line=embedded.outer_line(finding.line)) for finding in linted.findings)
     facts = linted.facts
     if facts is not None:
@@ -155,8 +160,9 @@ def _suggest(name: object, candidates: list[str]) -> str | None:
 
 
 class _Linter:
-    def __init__(self, text: str, environ: Mapping[str, str], cwd: Path) -> None:
+    def __init__(self, text: str, environ: Mapping[str, str], cwd: Path, assumed: frozenset[str]) -> None:
         self.text = text
+        self.assumed = assumed
         self.environ = environ
         self.cwd = cwd
         self.source = ConfigSource(text, None)
@@ -238,6 +244,14 @@ class _Linter:
 
     def add_unset(self, reference: Reference, effect: str) -> None:
         name = reference.name
+        if name in self.assumed or "*" in self.assumed:
+            self.add(
+                "CK509",
+                self.source.line(*reference.path),
+                f"{dotted(reference.path)} is ${name}: not set here, and assumed set where DeerFlow runs "
+                f"(--assume-set){effect}",
+            )
+            return
         self.add(
             "CK500",
             self.source.line(*reference.path),
@@ -614,9 +628,23 @@ class _Linter:
         kind = checkpointer.get("type")
         if "type" in checkpointer and not isinstance(kind, Unset) and kind not in CHECKPOINTER_TYPES:
             self.check_value((LEGACY_CHECKPOINTER, "type"), "backend", kind)
+        for key in ("postgres_schema", "connection_string"):
+            value = checkpointer.get(key)
+            # connection_string may be null (sqlite's store.db); postgres_schema is a str, null included.
+            if (
+                key in checkpointer
+                and not isinstance(value, (str, Unset))
+                and (value is not None or key == "postgres_schema")
+            ):
+                self.add(
+                    "CK500",
+                    self.source.line(LEGACY_CHECKPOINTER, key),
+                    f"checkpointer.{key} is {self.source.described((LEGACY_CHECKPOINTER, key), value)}: DeerFlow "
+                    "rejects it (Input should be a valid string), so it cannot start",
+                )
         schema = checkpointer.get("postgres_schema")
-        if schema is not None and not isinstance(schema, Unset):
-            problem = fields.schema_problem(schema) if isinstance(schema, str) else "Input should be a valid string"
+        if isinstance(schema, str):
+            problem = fields.schema_problem(schema)
             if problem:
                 self.add(
                     "CK500",

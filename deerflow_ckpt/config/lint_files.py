@@ -56,9 +56,9 @@ def read_configs(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
     return contents
 
 
-def _lint_one(name: str, raw: bytes, environ: Mapping[str, str], base: Path) -> FileLint:
+def _lint_one(name: str, raw: bytes, environ: Mapping[str, str], base: Path, assumed: frozenset[str]) -> FileLint:
     try:
-        linted = lint_config_bytes(raw, environ, base)
+        linted = lint_config_bytes(raw, environ, base, assumed)
     except ExpansionError as exc:
         raise ConfigError(f"cannot lint {name}: {exc}") from None
     upgrade = _upgrade_findings(Path(name), raw, environ) if linted.facts is not None else []
@@ -100,7 +100,12 @@ def _upgrade_findings(path: Path, raw: bytes, environ: Mapping[str, str]) -> lis
     return findings
 
 
-def lint_files(contents: Sequence[tuple[str, bytes]], environ: Mapping[str, str], base: Path) -> LintReport:
-    files = tuple(LintedFile(name, _lint_one(name, raw, environ, base)) for name, raw in contents)
+def lint_files(
+    contents: Sequence[tuple[str, bytes]],
+    environ: Mapping[str, str],
+    base: Path,
+    assumed: frozenset[str] = frozenset(),
+) -> LintReport:
+    files = tuple(LintedFile(name, _lint_one(name, raw, environ, base, assumed)) for name, raw in contents)
     consistency = check_consistency([(linted.name, linted.lint.facts) for linted in files])
     return LintReport(files, consistency, base)

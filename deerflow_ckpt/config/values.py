@@ -119,9 +119,18 @@ def check_expansion(node: yaml.Node) -> None:
     size(node)
 
 
+class NestingError(yaml.YAMLError):
+    """Nesting deeper than a recursive parser follows: DeerFlow's yaml.safe_load fails on it too."""
+
+    problem = "nesting deeper than PyYAML's parser follows (DeerFlow's yaml.safe_load fails on it too)"
+
+    def __str__(self) -> str:
+        return self.problem
+
+
 def load_values(text: str) -> Any:
     """The Python value DeerFlow's `yaml.safe_load` gives for `text` (one document); ExpansionError for a
-    document whose aliases expand past the bound."""
+    document whose aliases expand past the bound, NestingError for one nested past Python's recursion."""
     loader = SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -129,6 +138,8 @@ def load_values(text: str) -> Any:
             return None
         check_expansion(node)
         return loader.construct_document(node)
+    except RecursionError:
+        raise NestingError() from None
     finally:
         loader.dispose()
 
@@ -160,20 +171,25 @@ def construct_values(node: yaml.Node) -> Any:
 
     The node tree is left as composed: a tree the constructor would rewrite is built from a copy.
     """
-    if _rewritten_by_construction(node):
-        node = copy.deepcopy(node)
     loader = SafeLoader("")
     try:
+        if _rewritten_by_construction(node):
+            node = copy.deepcopy(node)
         return loader.construct_document(node)
+    except RecursionError:
+        raise NestingError() from None
     finally:
         loader.dispose()
 
 
 def compose_documents(text: str) -> list[yaml.Node]:
     """The node trees of every document in `text`, with start/end marks into `text`."""
-    nodes = list(yaml.compose_all(text, Loader=SafeLoader))
-    for node in nodes:
-        check_expansion(node)
+    try:
+        nodes = list(yaml.compose_all(text, Loader=SafeLoader))
+        for node in nodes:
+            check_expansion(node)
+    except RecursionError:
+        raise NestingError() from None
     return nodes
 
 

@@ -226,6 +226,15 @@ def target_from_settings(
         via = f"checkpointer: section of {config_path} (it overrides database:)"
         if override.kind is None:
             raise StoreError(f"{via} has no type: DeerFlow refuses this config (checkpointer.type: Field required)")
+        if override.kind not in ("memory", "sqlite", "postgres"):
+            raise StoreError(
+                f"{via} has type {override.kind!r}: DeerFlow refuses this config (memory, sqlite or postgres)"
+            )
+        if override.postgres_schema and not _SCHEMA_NAME.fullmatch(override.postgres_schema):
+            raise StoreError(
+                f"{via}: postgres_schema {override.postgres_schema!r} is not a plain lowercase PostgreSQL identifier; "
+                "DeerFlow refuses this config"
+            )
         if override.kind == "postgres":
             if not override.connection_string:
                 raise StoreError(f"{via} has type postgres but no connection_string")
