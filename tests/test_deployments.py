@@ -621,7 +621,9 @@ def test_helm_block_shapes_migrate_and_read_back(tmp_path: Path, case: str) -> N
 
 def test_assume_set_turns_an_unset_variable_into_info() -> None:
     text = "models:\n  - api_key: $OPENAI_API_KEY\ndatabase:\n  backend: sqlite\n"
-    assert [finding.rule for finding in lint_text(text)] == ["CK500"]
+    assert [(finding.rule, finding.line) for finding in lint_text(text)] == [("CK500", 2)]
+    listed = lint_text("tools: [x, $T]\nmodels:\n  - name: a\n    api_key: $K\n")
+    assert [(finding.rule, finding.line) for finding in listed] == [("CK500", 1), ("CK500", 4)]
     for assumed in ({"OPENAI_API_KEY"}, {"*"}):
         findings = lint_config_bytes(text.encode(), {}, Path("/"), frozenset(assumed)).findings
         assert [finding.rule for finding in findings] == ["CK509"]

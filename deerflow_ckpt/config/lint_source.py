@@ -61,9 +61,13 @@ class ConfigSource:
         """The key and value nodes written for `path`, or None when any step is not written as such."""
         node, found = self.root, None
         for name in path:
-            if not isinstance(node, yaml.MappingNode) or not isinstance(name, str):
+            if isinstance(node, yaml.SequenceNode) and isinstance(name, int) and 0 <= name < len(node.value):
+                # A list item ($VARs in DeerFlow's models: list): the item stands for its own key.
+                found = (node.value[name], node.value[name])
+            elif isinstance(node, yaml.MappingNode) and isinstance(name, str):
+                found = yamlnodes.find_own(node, name)
+            else:
                 return None
-            found = yamlnodes.find_own(node, name)
             if found is None:
                 return None
             node = found[1]
