@@ -8,7 +8,7 @@ root=$(pwd)
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check .
+.venv/bin/python -m pip install -q --disable-pip-version-check '.[fixtures]'
 .venv/bin/python -m fixtures.demo demo
 export PATH="$root/.venv/bin:$PATH"
 cd demo
