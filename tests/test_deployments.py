@@ -628,3 +628,19 @@ def test_assume_set_turns_an_unset_variable_into_info() -> None:
         findings = lint_config_bytes(text.encode(), {}, Path("/"), frozenset(assumed)).findings
         assert [finding.rule for finding in findings] == ["CK509"]
     assert [f.rule for f in lint_config_bytes(text.encode(), {}, Path("/"), frozenset({"OTHER"})).findings] == ["CK500"]
+
+
+def test_a_config_named_from_outside_its_checkout_gets_the_checkouts_dotenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = checkout(tmp_path / "deer-flow", "database:\n  backend: postgres\n  postgres_url: $DATABASE_URL\n")
+    (root / ".env").write_text(f"DATABASE_URL=postgresql://deer:{PASSWORD}@db/deerflow\n")
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    # Run from the checkout or from outside it, the same file reads the same: DeerFlow's .env is the checkout's.
+    outside = ckpt("lint-config", str(root / "config.yaml"))
+    monkeypatch.chdir(root)
+    inside = ckpt("lint-config", str(root / "config.yaml"))
+    assert outside[0] == inside[0] == 0 and "CK500" not in outside[1]
+    assert "supplies $DATABASE_URL" in outside[2] and PASSWORD not in outside[1] + outside[2]

@@ -89,9 +89,10 @@ DEERFLOW_ROOT_OPTION = typer.Option(
 )
 
 
-def deerflow_environment(deerflow_root: Path | None) -> DeerFlowEnvironment:
-    """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr."""
-    environment = process_environment(deerflow_root)
+def deerflow_environment(deerflow_root: Path | None, config: Path | None = None) -> DeerFlowEnvironment:
+    """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr; `config`, a
+    config named on the command line, finds its checkout when the working directory is in none."""
+    environment = process_environment(deerflow_root, config)
     if environment.dotenv is not None:
         message(f"ckpt: {environment.describe_dotenv()}")
     if environment.problem is not None:
@@ -157,7 +158,7 @@ def select(
     deerflow_root: Path | None = None,
 ) -> DatabaseSelection:
     """Resolve --db / --config / defaults, and the expected cadence, with DeerFlow's environment (.env included)."""
-    environment = deerflow_environment(deerflow_root)
+    environment = deerflow_environment(deerflow_root, config)
     environ, cwd = environment.variables, Path.cwd()
     config_path: Path | None = None
     tried: list[str] = []

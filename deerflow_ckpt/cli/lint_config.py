@@ -65,7 +65,7 @@ def lint_config(
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     base = (sqlite_base or Path.cwd()).resolve()
-    environment = database_options.deerflow_environment(deerflow_root)
+    environment = database_options.deerflow_environment(deerflow_root, files[0] if files else None)
     configs = files or [database_options.default_config(environment)]
     ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
     report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set))

@@ -82,7 +82,8 @@ def migrate_config(
     """
     mode = _mode(check, diff, stdout)
     outcomes: list[FileMigration] = []
-    environment = database_options.deerflow_environment(deerflow_root)
+    named = next((Path(path) for path in paths or [] if path != STDIN), None)
+    environment = database_options.deerflow_environment(deerflow_root, named)
     for target in paths or [str(database_options.default_config(environment))]:
         if target == STDIN:
             from deerflow_ckpt.fileio import MAX_CONFIG_BYTES

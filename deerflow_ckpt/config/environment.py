@@ -65,8 +65,9 @@ class DeerFlowEnvironment:
         return f"{self.dotenv} (DeerFlow loads it) supplies {names}"
 
 
-def find_install(explicit: Path | None, cwd: Path) -> DeerFlowInstall | None:
-    """The DeerFlow checkout or install: `--deerflow-root`, else a checkout containing the working directory."""
+def find_install(explicit: Path | None, cwd: Path, config: Path | None = None) -> DeerFlowInstall | None:
+    """The DeerFlow checkout or install: `--deerflow-root`, else a checkout containing the working directory,
+    else one containing the config named on the command line."""
     if explicit is not None:
         root = Path(explicit).expanduser().resolve()
         install = _install_at(root, "--deerflow-root")
@@ -76,11 +77,13 @@ def find_install(explicit: Path | None, cwd: Path) -> DeerFlowInstall | None:
                 f"{INSTALLED_PACKAGE}/ in site-packages, or lib/python3.*/site-packages/{INSTALLED_PACKAGE}/ of a venv)"
             )
         return install
-    for directory in (cwd.resolve(), *cwd.resolve().parents):
-        if (directory / SOURCE_PACKAGE).is_dir():
-            return DeerFlowInstall(
-                directory, directory / SOURCE_PACKAGE, True, "the checkout around the working directory"
-            )
+    places = [(cwd.resolve(), "the working directory")]
+    if config is not None:
+        places.append((config.resolve().parent, "the config"))
+    for start, what in places:
+        for directory in (start, *start.parents):
+            if (directory / SOURCE_PACKAGE).is_dir():
+                return DeerFlowInstall(directory, directory / SOURCE_PACKAGE, True, f"the checkout around {what}")
     return None
 
 
@@ -116,11 +119,12 @@ def _dotenv_values(path: Path) -> dict[str, str | None]:
 
 
 def deerflow_environment(
-    environ: Mapping[str, str], cwd: Path, deerflow_root: Path | None = None
+    environ: Mapping[str, str], cwd: Path, deerflow_root: Path | None = None, config: Path | None = None
 ) -> DeerFlowEnvironment:
-    """What DeerFlow's process would see, run from this environment with this install."""
+    """What DeerFlow's process would see, run from this environment with this install (`config`: a config
+    named on the command line, whose checkout counts when the working directory is in none)."""
     _remember_passwords(environ)
-    install = find_install(deerflow_root, cwd)
+    install = find_install(deerflow_root, cwd, config)
     start = install.package if install is not None else cwd.resolve()
     if environ.get(DOTENV_DISABLED_ENV, "").strip().casefold() in _DISABLED_VALUES:
         return DeerFlowEnvironment(dict(environ), install, None, (), start)
@@ -148,6 +152,6 @@ def _remember_passwords(variables: Mapping[str, str]) -> None:
             remember_secret(url_password(value))
 
 
-def process_environment(deerflow_root: Path | None = None) -> DeerFlowEnvironment:
+def process_environment(deerflow_root: Path | None = None, config: Path | None = None) -> DeerFlowEnvironment:
     """deerflow_environment for this process's own environment and working directory."""
-    return deerflow_environment(os.environ, Path.cwd(), deerflow_root)
+    return deerflow_environment(os.environ, Path.cwd(), deerflow_root, config)
