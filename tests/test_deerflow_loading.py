@@ -64,6 +64,17 @@ class _Database(BaseModel):
         return value
 
 
+class _Checkpointer(BaseModel):
+    type: Literal["memory", "sqlite", "postgres"]
+    connection_string: str | None = None
+    postgres_schema: str = ""
+
+    @field_validator("postgres_schema")
+    @classmethod
+    def _schema(cls, value: str) -> str:
+        return _Database._schema(value)
+
+
 def _resolve(value: Any, environ: dict[str, str]) -> Any:
     if isinstance(value, str) and value.startswith("$"):
         if value[1:] not in environ:
@@ -92,10 +103,15 @@ def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | No
                 database.setdefault("backend", "sqlite")
                 database.setdefault("sqlite_dir", ".deer-flow/data")
             model = _Database.model_validate(database)
+            section = data.get("checkpointer")
+            checkpointer = None if section is None else _Checkpointer.model_validate(section)
         except (yaml.YAMLError, ValueError, ValidationError, TypeError, AttributeError):
             return None
     if model.backend == "postgres" and not model.postgres_url:
         return None  # the providers raise at startup: "database.postgres_url is required for the postgres backend"
+    legacy = None if checkpointer is None else (
+        checkpointer.type, checkpointer.connection_string, checkpointer.postgres_schema
+    )  # fmt: skip
     return (
         model.backend,
         model.checkpoint_channel_mode,
@@ -103,6 +119,7 @@ def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | No
         model.sqlite_dir,
         model.postgres_url,
         model.postgres_schema,
+        legacy,
     )
 
 
@@ -113,6 +130,8 @@ def ckpt_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
         return None
     data = load_values(text)
     chosen = read_database_settings(data, environ)
+    override = chosen.checkpointer
+    legacy = None if override is None else (override.kind, override.connection_string, override.postgres_schema or "")
     return (
         chosen.backend,
         chosen.channel_mode,
@@ -120,6 +139,7 @@ def ckpt_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
         chosen.sqlite_dir,
         chosen.postgres_url,
         chosen.postgres_schema,
+        legacy,
     )
 
 
@@ -131,6 +151,11 @@ VALUES = {
     "postgres_url": ["$URL", "postgresql://h/db", "''", "$MISSING"],
     "postgres_schema": ["team_a", "''", "Team", "$EMPTY"],
     "checkpoint_delta_snapshot_frequency": ["1000", "'250'", "$SNAP", "010", "1:30", "true", "0", "~", "1.5", "1e3"],
+}
+CHECKPOINTER_VALUES = {
+    "type": ["postgres", "sqlite", "memory", "SQLite", "$MISSING"],
+    "connection_string": ["$URL", "store.db", "123", "~", "postgresql://h/db"],
+    "postgres_schema": ["team_a", "Bad", "''", "~", "$EMPTY"],
 }
 DELTA_SHAPES = [
     "", "~", "5", "[1]", "{}", "{snapshot_frequency: 7}", "{snapshot_frequency: $SNAP}", "{snapshot_frequency: no}",
@@ -150,6 +175,11 @@ def configs(draw: st.DrawFn) -> str:
         )
     if draw(st.booleans()):
         lines.insert(0, draw(st.sampled_from(["models: []", "log_level: $MISSING", "tools: [$SNAP]", "title: x"])))
+    if draw(st.booleans()):
+        lines.append("checkpointer:")
+        for key, values in CHECKPOINTER_VALUES.items():
+            if draw(st.booleans()):
+                lines.append(f"  {key}:{draw(GAP)}{draw(st.sampled_from(values))}")
     text = "\n".join(lines) + "\n"
     if draw(st.integers(0, 4)) == 0:
         at = draw(st.integers(0, len(text)))
