@@ -187,6 +187,7 @@ def configs(draw: st.DrawFn) -> str:
     return text
 
 
+@pytest.mark.slow
 @given(configs())
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_ckpt_reads_generated_database_sections_as_deerflow_does(text: str) -> None:

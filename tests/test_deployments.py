@@ -575,6 +575,7 @@ def test_verify_shape_refuses_a_checkpointer_section_deerflow_refuses(
     assert code == 2 and expected in err, err
 
 
+@pytest.mark.slow
 def test_nesting_past_the_parser_is_ck500_not_a_crash(tmp_path: Path) -> None:
     deep = "database: " + "[" * 5000 + "]" * 5000 + "\n"
     findings = lint_text(deep)

@@ -97,6 +97,7 @@ def assert_same_reading(text: str) -> None:
     assert events(SafeLoader, text) == events(yaml.SafeLoader, text), text
 
 
+@pytest.mark.slow
 @given(database_sections())
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_generated_database_sections_read_as_safe_load_reads_them(text: str) -> None:
@@ -109,6 +110,7 @@ CORPUS_TEXTS = sorted(
 MUTATIONS = st.sampled_from(["\t", " ", "#", "\ufeff", "\n", "\r", ":", "-", "[", "]", "?", ",", "{", "'", '"'])
 
 
+@pytest.mark.slow
 @given(st.sampled_from(CORPUS_TEXTS), st.lists(st.tuples(st.floats(0, 1), MUTATIONS, st.booleans()), max_size=4))
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_mutated_corpus_configs_read_as_safe_load_reads_them(
