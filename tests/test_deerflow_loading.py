@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.lint import lint_config_bytes
 from deerflow_ckpt.config.values import load_values
+from tests.deerflow_reference import legacy_shim
 
 ENVIRON = {"SNAP": "250", "MODE": "delta", "URL": "postgresql://u:pw@db:5432/deerflow", "EMPTY": ""}
 
@@ -42,19 +43,7 @@ class _Database(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_key(cls, data: Any) -> Any:
-        # The shim: nested key set -> legacy dropped; nested not a mapping -> dropped; else carried.
-        if not isinstance(data, dict) or "checkpoint_delta_snapshot_frequency" not in data:
-            return data
-        data = dict(data)
-        legacy = data.pop("checkpoint_delta_snapshot_frequency")
-        nested = data.get("checkpoint_delta")
-        if isinstance(nested, dict) and "snapshot_frequency" in nested:
-            return data
-        if nested is None:
-            data["checkpoint_delta"] = {"snapshot_frequency": legacy}
-        elif isinstance(nested, dict):
-            data["checkpoint_delta"] = {**nested, "snapshot_frequency": legacy}
-        return data
+        return legacy_shim(data) if isinstance(data, dict) else data
 
     @field_validator("postgres_schema")
     @classmethod

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, Severity, migrate_config_bytes
+from tests.deerflow_reference import legacy_shim
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 SEED = Path("/work/shared/seeds/snapshot-cadence.txt")
@@ -101,20 +102,6 @@ def test_corpus_covers_every_layout_and_outcome() -> None:
     assert any(b"\t" in b for b in raw)
 
 
-def _shim(database: dict[Any, Any]) -> dict[Any, Any]:
-    """An independent copy of DeerFlow's DatabaseConfig._migrate_legacy_snapshot_frequency."""
-    data = dict(database)
-    legacy = data.pop(FLAT)
-    nested = data.get("checkpoint_delta")
-    if isinstance(nested, dict) and "snapshot_frequency" in nested:
-        return data
-    if nested is None:
-        data["checkpoint_delta"] = {"snapshot_frequency": legacy}
-    elif isinstance(nested, dict):
-        data["checkpoint_delta"] = {**nested, "snapshot_frequency": legacy}
-    return data
-
-
 def _strict_equal(left: Any, right: Any) -> bool:
     if type(left) is not type(right):
         return False
@@ -135,7 +122,7 @@ def test_hand_written_expectation_means_what_the_shim_means(case: Case) -> None:
     before = yaml.safe_load(case.input.decode("utf-8-sig"))
     after = yaml.safe_load(case.expected.decode("utf-8-sig"))
     wanted = dict(before)
-    wanted["database"] = _shim(before["database"])
+    wanted["database"] = legacy_shim(before["database"])
     assert _strict_equal(after, wanted)
     assert case.input.startswith(BOM) == case.expected.startswith(BOM)
     assert case.input.endswith(b"\n") == case.expected.endswith(b"\n")

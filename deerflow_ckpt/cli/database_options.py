@@ -10,8 +10,10 @@ import typer
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
 from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
+from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.errors import ConfigError, StoreError
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.source import (
     DatabaseChoice,
     default_sqlite_choice,
@@ -93,10 +95,11 @@ def deerflow_environment(deerflow_root: Path | None, config: Path | None = None)
     """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr; `config`, a
     config named on the command line, finds its checkout when the working directory is in none."""
     environment = process_environment(deerflow_root, config)
+    # Names and paths from a file anyone can write: escaped before they reach a terminal.
     if environment.dotenv is not None:
-        message(f"ckpt: {environment.describe_dotenv()}")
+        message(f"ckpt: {printable(environment.describe_dotenv())}")
     if environment.problem is not None:
-        message(f"ckpt: warning: {environment.problem}")
+        message(f"ckpt: warning: {printable(environment.problem)}")
     return environment
 
 
@@ -178,7 +181,7 @@ def select(
         choice = target_from_settings(settings, config_path, environ, cwd, immutable, gateway_dir)
     else:
         try:
-            choice = default_sqlite_choice(environ, cwd, immutable, gateway_dir)
+            choice = default_sqlite_choice(FILE_DATABASE_DEFAULTS["sqlite_dir"], environ, cwd, immutable, gateway_dir)
         except StoreError as exc:
             raise StoreError("; ".join([*tried, str(exc)]) + "; pass --db or --config") from None
     if schema and db is None:

@@ -12,7 +12,6 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
-from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact, remember_secret, url_password
@@ -265,12 +264,12 @@ def target_from_settings(
 
 
 def default_sqlite_choice(
-    environ: Mapping[str, str], cwd: Path, immutable: bool = False, gateway_dir: Path | None = None
+    sqlite_dir: str, environ: Mapping[str, str], cwd: Path, immutable: bool = False, gateway_dir: Path | None = None
 ) -> DatabaseChoice:
-    """No config: DeerFlow's default SQLite places (its gateway runs from backend/; Docker mounts DEER_FLOW_HOME)."""
-    default_dir = FILE_DATABASE_DEFAULTS["sqlite_dir"]
-    candidates = [sqlite_file(default_dir, directory) for directory in (gateway_dir, cwd, cwd / "backend") if directory]
-    mounted = _home_mount(default_dir, environ)
+    """No config: DeerFlow's default SQLite places for its default `sqlite_dir` (its gateway runs from backend/;
+    Docker mounts DEER_FLOW_HOME)."""
+    candidates = [sqlite_file(sqlite_dir, directory) for directory in (gateway_dir, cwd, cwd / "backend") if directory]
+    mounted = _home_mount(sqlite_dir, environ)
     if mounted is not None:
         candidates.insert(1 if gateway_dir else 0, mounted)
     return _first_existing(list(dict.fromkeys(candidates)), "DeerFlow's default SQLite locations", immutable)
