@@ -30,7 +30,8 @@ if args:
 else:
     import deerflow_ckpt.cli.app  # noqa: F401
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in heavy)
-sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded}) + "\\n")
+ours = sorted(name for name in sys.modules if name.startswith("deerflow_ckpt."))
+sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded, "ours": ours}) + "\\n")
 """
 
 
@@ -52,6 +53,31 @@ def probe(*args: str, stdin: bytes = b"") -> dict[str, object]:
 
 def test_importing_the_app_imports_nothing_heavy() -> None:
     assert probe()["loaded"] == []
+
+
+COMMAND_MODULES = {
+    "deerflow_ckpt.cli.migrate_config",
+    "deerflow_ckpt.cli.lint_config",
+    "deerflow_ckpt.cli.verify_shape",
+    "deerflow_ckpt.cli.inspect",
+}
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)])
+def test_top_level_help_loads_no_command_module(args: tuple[str, ...]) -> None:
+    report = probe(*args)
+    assert report["code"] == 0
+    assert COMMAND_MODULES.isdisjoint(report["ours"])  # type: ignore[arg-type]
+
+
+def test_migrate_config_loads_only_its_own_command() -> None:
+    report = probe("migrate-config", "--check", str(CORPUS / "deerflow_style" / "input.yaml"))
+    ours = set(report["ours"])  # type: ignore[call-overload]
+    assert "deerflow_ckpt.cli.migrate_config" in ours
+    assert ours.isdisjoint(COMMAND_MODULES - {"deerflow_ckpt.cli.migrate_config"})
+    # Opening and judging databases is for the database commands.
+    assert not [name for name in ours if name.startswith(("deerflow_ckpt.store", "deerflow_ckpt.analysis.shape"))]
+    assert "deerflow_ckpt.cli.database_options" not in ours
 
 
 @pytest.mark.parametrize("case", ["deerflow_style", "both_differ_1000_vs_10", "refuse_yes"])

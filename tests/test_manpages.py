@@ -60,8 +60,9 @@ def contexts() -> list[Any]:
         ctx = typer.Context(command, info_name=name, parent=parent, **command.context_settings)
         found.append(ctx)
         if isinstance(command, TyperGroup):
-            for sub_name, sub in command.commands.items():
-                if not sub.hidden:
+            for sub_name in command.list_commands(ctx):
+                sub = command.get_command(ctx, sub_name)
+                if sub is not None and not sub.hidden:
                     visit(sub, sub_name, ctx)
 
     visit(typer.main.get_command(app), "ckpt", None)

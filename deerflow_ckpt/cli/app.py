@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 from deerflow_ckpt import __version__
 from deerflow_ckpt.errors import CkptError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.redact import redact
+
+if TYPE_CHECKING:
+    from typer._click.core import Command
 
 DEBUG_ENV = "CKPT_DEBUG"
 # typer vendors Click; its exception base is reachable from the public BadParameter.
@@ -26,8 +31,57 @@ def _wants_traceback(ctx: Any) -> bool:
     return bool(ctx.params.get("debug")) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
+# Each command's module is imported only when that command runs (or its help is shown), so
+# `ckpt migrate-config` in a pre-commit hook does not pay for the database commands' imports. The
+# summary is what `ckpt --help` lists; the module's docstring is the command's full help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "migrate-config": (
+        "deerflow_ckpt.cli.migrate_config",
+        "Move the deprecated snapshot-frequency key under database.checkpoint_delta.",
+    ),
+    "lint-config": (
+        "deerflow_ckpt.cli.lint_config",
+        "Check database: sections as DeerFlow reads them, and that configs sharing a database agree.",
+    ),
+    "verify-shape": (
+        "deerflow_ckpt.cli.verify_shape",
+        "Scan a checkpoint database, read-only, for storage-shape violations.",
+    ),
+    "inspect": (
+        "deerflow_ckpt.cli.inspect",
+        "Snapshot intervals, cadence, replay depth and what-if K, per thread or for the whole store.",
+    ),
+}
+
+
+def load_command(name: str) -> Command | None:
+    """The click command `name`, built from its module on first use; None for an unknown name."""
+    if name not in COMMANDS:
+        return None
+    module_name, summary = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    holder = typer.Typer(rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+    module.register(holder)
+    command = typer.main.get_group(holder).commands[name]
+    command.short_help = summary
+    return command
+
+
 class _CkptGroup(TyperGroup):
     """Every exception a command lets escape ends here: one redacted line on stderr, exit 2."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Command | None:
+        if cmd_name not in self.commands and (command := load_command(cmd_name)) is not None:
+            self.commands[cmd_name] = command
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # The listing comes from the table, so `ckpt --help` imports no command module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # --debug is global, but operators add it at the end of a command line: take it from anywhere
@@ -101,19 +155,6 @@ def _global_options(
 
     Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
     """
-
-
-def _register_commands() -> None:
-    # Each command module imports only what it needs, so `ckpt --help` stays light.
-    from deerflow_ckpt.cli import inspect, lint_config, migrate_config, verify_shape
-
-    migrate_config.register(app)
-    lint_config.register(app)
-    verify_shape.register(app)
-    inspect.register(app)
-
-
-_register_commands()
 
 
 def main() -> None:

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.cli.console import message
+from deerflow_ckpt.cli.deerflow_options import deerflow_environment
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
-from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.errors import ConfigError, StoreError
-from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.source import (
     DatabaseChoice,
     default_sqlite_choice,
@@ -79,35 +77,6 @@ IMMUTABLE_OPTION = typer.Option(
     "--immutable",
     help="Read a SQLite copy that nobody writes to with immutable=1 (ignores -wal and -shm: never on a live DB).",
 )
-
-
-DEERFLOW_ROOT_OPTION = typer.Option(
-    None,
-    "--deerflow-root",
-    metavar="DIR",
-    help="The DeerFlow checkout or install (a venv or site-packages): its .env and legacy config.yaml places are "
-    "DeerFlow's. Default: a checkout containing the working directory.",
-    show_default=False,
-)
-
-
-def deerflow_environment(deerflow_root: Path | None, config: Path | None = None) -> DeerFlowEnvironment:
-    """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr; `config`, a
-    config named on the command line, finds its checkout when the working directory is in none."""
-    environment = process_environment(deerflow_root, config)
-    # Names and paths from a file anyone can write: escaped before they reach a terminal.
-    if environment.dotenv is not None:
-        message(f"ckpt: {printable(environment.describe_dotenv())}")
-    if environment.problem is not None:
-        message(f"ckpt: warning: {printable(environment.problem)}")
-    return environment
-
-
-def default_config(environment: DeerFlowEnvironment) -> Path:
-    """config.yaml found the way DeerFlow finds it, named on stderr (for commands given no file)."""
-    located = locate_config(None, environment.variables, Path.cwd(), environment.install)
-    message(f"ckpt: using {located.path} (found via {located.found_via})")
-    return located.path
 
 
 @dataclass(frozen=True)

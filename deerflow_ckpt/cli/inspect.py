@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
 from deerflow_ckpt.errors import StoreError
@@ -260,7 +260,7 @@ def thread(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
-    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
@@ -323,7 +323,7 @@ def summary(
     cadence: int | None = database_options.CADENCE_OPTION,
     max_supersteps: int = MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
-    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     clock_skew: str = database_options.CLOCK_SKEW_OPTION,
     rolling_window: str = database_options.ROLLING_WINDOW_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.config.lint_files import lint_files, read_configs
 from deerflow_ckpt.report.annotations import at_or_above
@@ -36,7 +36,7 @@ def lint_config(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
-    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     assume_set: list[str] = typer.Option(
         [],
         "--assume-set",
@@ -65,8 +65,8 @@ def lint_config(
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     base = (sqlite_base or Path.cwd()).resolve()
-    environment = database_options.deerflow_environment(deerflow_root, files[0] if files else None)
-    configs = files or [database_options.default_config(environment)]
+    environment = deerflow_options.deerflow_environment(deerflow_root, files[0] if files else None)
+    configs = files or [deerflow_options.default_config(environment)]
     ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
     report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set))
     annotations = annotations_of(report)

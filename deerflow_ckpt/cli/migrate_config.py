@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
@@ -72,7 +72,7 @@ def migrate_config(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
-    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
 ) -> None:
     """Rewrite database.checkpoint_delta_snapshot_frequency into database.checkpoint_delta.snapshot_frequency.
 
@@ -83,8 +83,8 @@ def migrate_config(
     mode = _mode(check, diff, stdout)
     outcomes: list[FileMigration] = []
     named = next((Path(path) for path in paths or [] if path != STDIN), None)
-    environment = database_options.deerflow_environment(deerflow_root, named)
-    for target in paths or [str(database_options.default_config(environment))]:
+    environment = deerflow_options.deerflow_environment(deerflow_root, named)
+    for target in paths or [str(deerflow_options.default_config(environment))]:
         if target == STDIN:
             from deerflow_ckpt.fileio import MAX_CONFIG_BYTES
 

@@ -11,7 +11,7 @@ import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.rules import Severity
-from deerflow_ckpt.cli import ci_options, database_options
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.cli.console import message, stderr_console
 
@@ -41,7 +41,7 @@ def verify_shape(
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
-    deerflow_root: Path | None = database_options.DEERFLOW_ROOT_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     deep: bool = typer.Option(
         False,
         "--deep",
