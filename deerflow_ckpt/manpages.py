@@ -22,8 +22,8 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.app import DEBUG_ENV, app
 from deerflow_ckpt.config.locate import CONFIG_PATH_ENV, PROJECT_ROOT_ENV
+from deerflow_ckpt.config.location import SQLITE_FILE_NAME
 from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.store.source import SQLITE_FILE_NAME
 
 if TYPE_CHECKING:
     # typer vendors Click; its Context is what ctx.parent hands back.

@@ -14,7 +14,6 @@ from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provi
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.replay import ProofSummary
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.analysis.shape import (
     CONVERSATION_NS,
     Finding,
@@ -25,6 +24,7 @@ from deerflow_ckpt.analysis.shape import (
 )
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.rules import RuleCode, Severity
 from deerflow_ckpt.store.records import Backend, Lineage
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget
@@ -91,7 +91,7 @@ class ScanReport:
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
 
-    def rule_counts(self) -> Counter[str]:
+    def rule_counts(self) -> Counter[RuleCode]:
         return Counter(finding.rule for finding in self.findings)
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from deerflow_ckpt.analysis.rules import RULES
 from deerflow_ckpt.config import messages
+from deerflow_ckpt.rules import RULES
 from tests.conftest import BuiltDatabase
 
 REPO = Path(__file__).resolve().parents[1]

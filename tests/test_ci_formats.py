@@ -12,11 +12,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator, FormatChecker
 
-from deerflow_ckpt.analysis.rules import RULES, Severity
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot
 from deerflow_ckpt.report.github import SUMMARY_ROW_CAP, step_summary, workflow_commands
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.report.sarif import to_sarif
+from deerflow_ckpt.rules import RULES, Severity
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 

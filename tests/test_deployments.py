@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config.environment import SOURCE_PACKAGE, deerflow_environment
+from deerflow_ckpt.config.identity import DatabaseIdentity, postgres_identity, search_path_option
 from deerflow_ckpt.config.lint import Finding, lint_config_bytes
 from deerflow_ckpt.config.lint_files import lint_files
-from deerflow_ckpt.store.identity import DatabaseIdentity, postgres_identity, search_path_option
 from fixtures.dbbuilder.build import build_postgres, build_sqlite
 
 runner = CliRunner()

@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config import messages
-from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, Severity, migrate_config_bytes
+from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, migrate_config_bytes
+from deerflow_ckpt.rules import Severity
 from tests.deerflow_reference import legacy_shim
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -159,7 +160,7 @@ def _check_diagnostics(case: Case, diagnostics: tuple[Diagnostic, ...]) -> None:
     for diagnostic, needles in zip(ours, meta["warnings"], strict=True):
         for needle in needles:
             assert needle in diagnostic.message
-    notes = [d for d in diagnostics if d.severity is Severity.NOTE]
+    notes = [d for d in diagnostics if d.severity is Severity.INFO]
     assert len(notes) == len(meta["notes"]), [d.message for d in notes]
     for needles in meta["notes"]:
         assert any(all(needle in d.message for needle in needles) for d in notes), needles

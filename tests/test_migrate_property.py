@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deerflow_ckpt.config import messages
-from deerflow_ckpt.config.migrate import MigrationStatus, Severity, migrate_config_bytes
+from deerflow_ckpt.config.migrate import MigrationStatus, migrate_config_bytes
+from deerflow_ckpt.rules import Severity
 
 FLAT = "checkpoint_delta_snapshot_frequency"
 MARKERS = ("checkpoint_delta", "snapshot_frequency")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from deerflow_ckpt.analysis.rules import RULES
 from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.rules import RULES
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 ROW = re.compile(r"^\| `(CK\d{3})` \| (\w+) \| ([^|]+) \| ([^|]+) \|$", re.M)

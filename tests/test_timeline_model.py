@@ -159,8 +159,8 @@ def test_a_conversation_with_a_few_writes_after_the_switch_makes_no_cadence_of_i
 def test_a_history_finding_goes_when_only_another_cadence_is_late() -> None:
     """A moved thread's old counters are history; a K=3 writer later shows only intervals: the CK201 about
     the old counters is dropped, not kept as an error."""
-    from deerflow_ckpt.analysis.rules import Severity
     from deerflow_ckpt.analysis.shape import Finding
+    from deerflow_ckpt.rules import Severity
 
     moved = Thread("moved").run(1000, 0, 600, 5).run(10, 1000, 2000, 5).run(3, 4000, 4300, 5)
     others = [Thread(f"t{i}").run(1000, i, 600, 5).run(10, 1000 + i, 5000, 5) for i in range(3)]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.analysis.rules import RULES
 from deerflow_ckpt.analysis.shape import Finding, ShapeSettings
+from deerflow_ckpt.rules import RULES
 from deerflow_ckpt.scan import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder.manifest import ThreadRecord

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from deerflow_ckpt.analysis.epochs import Epoch, Mark
-from deerflow_ckpt.analysis.rules import rule
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS, Finding
 from deerflow_ckpt.analysis.timeline import Change, ChangeKind, ThreadJudgement, Timeline, Verdict, judge_thread
+from deerflow_ckpt.rules import RuleCode, rule
 from deerflow_ckpt.store.clock import format_duration, format_time, write_time_ns
 
-CADENCE_RULES = frozenset({"CK201", "CK202"})
+CADENCE_RULES = frozenset({RuleCode.CK201, RuleCode.CK202})
 # Threads named in one database-level finding; the rest are counted.
 NAMED_THREADS = 10
 
@@ -83,12 +83,12 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
     began = judgement.since_ns
     skew = timeline.settings.clock_skew_ns
     history = timeline.settled and written is not None and began is not None and written < began - skew
-    mark = judgement.counter if finding.rule == "CK201" else judgement.interval
+    mark = judgement.counter if finding.rule == RuleCode.CK201 else judgement.interval
     if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
         return None
     if not history or mark is None or (since is not None and mark.checkpoint_id < since):
         return _with_timing(finding, judgement, timeline)
-    if finding.rule == "CK201":
+    if finding.rule == RuleCode.CK201:
         what = f"updates counter reaches {mark.value - 1} without a snapshot"
     else:
         what = f"a cadence snapshot closed an interval of {mark.value} message-writing steps"
@@ -105,8 +105,8 @@ def _leftover_writer(thread_id: str, judgement: ThreadJudgement, timeline: Timel
     latest = judgement.latest
     assert latest is not None
     return Finding(
-        rule="CK207",
-        severity=rule("CK207").severity,
+        rule=RuleCode.CK207,
+        severity=rule(RuleCode.CK207).severity,
         thread_id=thread_id,
         checkpoint_ns=CONVERSATION_NS,
         checkpoint_id=latest.checkpoint_id,
@@ -143,13 +143,13 @@ def database_changes(timeline: Timeline, since: str | None = None) -> list[Findi
     findings = []
     for change in timeline.path:
         if change.kind is ChangeKind.CLEAN and (since is None or change.newer_first.checkpoint_id >= since):
-            findings.append(_database_finding("CK205", _clean_message(change, timeline)))
+            findings.append(_database_finding(RuleCode.CK205, _clean_message(change, timeline)))
         elif change.kind is ChangeKind.ROLLING and (since is None or change.older_last.checkpoint_id >= since):
-            findings.append(_database_finding("CK206", _rolling_message(change, timeline)))
+            findings.append(_database_finding(RuleCode.CK206, _rolling_message(change, timeline)))
     return findings
 
 
-def _database_finding(code: str, message: str) -> Finding:
+def _database_finding(code: RuleCode, message: str) -> Finding:
     return Finding(code, rule(code).severity, None, None, None, None, message)
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deerflow_ckpt.analysis.rules import CK_LIST_DIFFERS, rule
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.rules import RuleCode, rule
 from deerflow_ckpt.store.messages import (
     NULL_TASK_ID,
     REMOVE_ALL_ID,
@@ -351,8 +351,8 @@ def _check(
     what = "snapshot" if stored.snapshot else "message list"
     result.findings.append(
         Finding(
-            CK_LIST_DIFFERS,
-            rule(CK_LIST_DIFFERS).severity,
+            RuleCode.CK106,
+            rule(RuleCode.CK106).severity,
             history.thread_id,
             history.checkpoint_ns,
             checkpoint.checkpoint_id,

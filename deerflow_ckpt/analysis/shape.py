@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
 from deerflow_ckpt.analysis.epochs import Epoch, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.lineage import LineageGraph
-from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.timeline import TimelineSettings
+from deerflow_ckpt.rules import RuleCode, Severity, rule
 from deerflow_ckpt.store.clock import write_time_ns
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
@@ -23,7 +24,7 @@ CONVERSATION_NS = ""
 
 @dataclass(frozen=True)
 class Finding:
-    rule: str
+    rule: RuleCode
     severity: Severity
     thread_id: str | None
     checkpoint_ns: str | None
@@ -49,7 +50,7 @@ class ShapeSettings:
     deep: bool = False
 
 
-class ThreadKind:
+class ThreadKind(StrEnum):
     DELTA = "delta"
     FULL = "full"
     MIGRATED = "migrated"  # full-mode history with stored messages, continued in delta mode
@@ -65,7 +66,7 @@ class LineageResult:
     epochs: list[Epoch] = field(default_factory=list)
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> ThreadKind:
         graph = self.graph
         records = graph.records  # in checkpoint_id order: everything before the first delta one is full
         first_delta = next((index for index, record in enumerate(records) if record.delta), None)
@@ -75,7 +76,7 @@ class LineageResult:
         return ThreadKind.MIGRATED if seeded_before else ThreadKind.DELTA
 
 
-def _finding(code: str, record: CheckpointRecord | None, lineage: Lineage, message: str) -> Finding:
+def _finding(code: RuleCode, record: CheckpointRecord | None, lineage: Lineage, message: str) -> Finding:
     return Finding(
         rule=code,
         severity=rule(code).severity,
@@ -89,7 +90,7 @@ def _finding(code: str, record: CheckpointRecord | None, lineage: Lineage, messa
 
 def _undecodable(record: CheckpointRecord) -> bool:
     """CK104 already says it: a blob that cannot be decoded is not also reported as a wrong shape."""
-    return any(problem.rule == "CK104" for problem in record.problems)
+    return any(problem.rule == RuleCode.CK104 for problem in record.problems)
 
 
 def _step(record: CheckpointRecord) -> str:
@@ -107,7 +108,7 @@ class _LineageChecker:
         self.broken_links: set[str] = set()
         self.since = settings.since
 
-    def add(self, code: str, record: CheckpointRecord | None, message: str) -> None:
+    def add(self, code: RuleCode, record: CheckpointRecord | None, message: str) -> None:
         self.findings.append(_finding(code, record, self.lineage, message))
 
     def judged(self, record: CheckpointRecord) -> bool:
@@ -143,14 +144,14 @@ class _LineageChecker:
             if record.parent_id not in graph.by_id:
                 self.broken_links.add(record.checkpoint_id)
                 if self.judged(record):
-                    self.add("CK302", record, f"parent {record.parent_id} names no checkpoint in this lineage")
+                    self.add(RuleCode.CK302, record, f"parent {record.parent_id} names no checkpoint in this lineage")
             elif record.parent_id >= record.checkpoint_id:
                 self.broken_links.add(record.checkpoint_id)
                 if not self.judged(record):
                     continue
                 cycle = any(a.checkpoint_id == record.checkpoint_id for a in _walk_with_cycle(graph, record))
                 shape = "forms a cycle" if cycle else "does not sort below its child"
-                self.add("CK303", record, f"parent {record.parent_id} {shape}")
+                self.add(RuleCode.CK303, record, f"parent {record.parent_id} {shape}")
         roots = graph.roots()
         if len(roots) < 2:
             return
@@ -163,7 +164,7 @@ class _LineageChecker:
             if not self.judged(root):
                 continue
             self.add(
-                "CK301",
+                RuleCode.CK301,
                 root,
                 f"parentless checkpoint at {_step(root)} stores no messages: later reads start from it "
                 "without the earlier history",
@@ -177,14 +178,14 @@ class _LineageChecker:
             if since is not None and record.checkpoint_id < since and not self.judged(record):  # cheap test first
                 continue
             if record.messages is Shape.DANGLING_MARKER:
-                self.add("CK102", record, "snapshot marker true, but no blob is stored at its messages version")
+                self.add(RuleCode.CK102, record, "snapshot marker true, but no blob is stored at its messages version")
             elif record.messages is Shape.MARKER_WITHOUT_SNAPSHOT and not _undecodable(record):
-                self.add("CK102", record, "snapshot marker true, but the blob at its version is not a snapshot")
+                self.add(RuleCode.CK102, record, "snapshot marker true, but the blob at its version is not a snapshot")
             if record.messages is Shape.LIST and record.delta and record.metadata_ok and graph.stores_list_here(record):
-                self.add("CK101", record, f"delta checkpoint at {_step(record)} stores a plain message list")
+                self.add(RuleCode.CK101, record, f"delta checkpoint at {_step(record)} stores a plain message list")
             if record.snapshot_step and record.seed_empty and self._had_messages_unremoved(record):
                 self.add(
-                    "CK103",
+                    RuleCode.CK103,
                     record,
                     f"snapshot at {_step(record)} holds no messages, though earlier steps wrote some and no "
                     "removal or Overwrite came between",
@@ -214,7 +215,7 @@ class _LineageChecker:
         if over_cadence and expected is not None:
             first, top = over_cadence[0], max(r.updates or 0 for r in over_cadence)
             self.add(
-                "CK201",
+                RuleCode.CK201,
                 first,
                 f"updates counter reaches {top} without a snapshot (first at {_step(first)}, "
                 f"{len(over_cadence)} checkpoints at or above the expected cadence {expected})",
@@ -223,7 +224,7 @@ class _LineageChecker:
         if over_bound:
             first, top = over_bound[0], max(r.supersteps or 0 for r in over_bound)
             self.add(
-                "CK203",
+                RuleCode.CK203,
                 first,
                 f"supersteps counter reaches {top} without a snapshot (first at {_step(first)}, "
                 f"{len(over_bound)} checkpoints at or above the bound {bound})",
@@ -241,7 +242,7 @@ class _LineageChecker:
                 and parent.metadata_ok
             )
             if stripped and self.judged(record):
-                self.add("CK204", record, f"counters reset at {_step(record)} but no snapshot is stored there")
+                self.add(RuleCode.CK204, record, f"counters reset at {_step(record)} but no snapshot is stored there")
 
     def _cadence_applies(self) -> bool:
         # The configured cadence is the conversation graph's; subgraph namespaces carry their own.
@@ -260,7 +261,7 @@ class _LineageChecker:
                 intervals = ", ".join(str(e.counter_interval) for e in off[:8]) + (", ..." if len(off) > 8 else "")
                 plural = "s" if len(off) > 1 else ""
                 self.add(
-                    "CK202",
+                    RuleCode.CK202,
                     off[0].record,
                     f"{len(off)} cadence snapshot{plural} closed intervals other than the expected cadence "
                     f"{expected} (message-writing steps: {intervals}; first at {_step(off[0].record)})",
@@ -275,7 +276,7 @@ class _LineageChecker:
             # Point at the longest interval: where a smaller-K writer took over from a larger-K one.
             longest = max(cadence_events, key=lambda e: (e.counter_interval, e.record.checkpoint_id))
             self.add(
-                "CK202",
+                RuleCode.CK202,
                 longest.record,
                 f"mixed writers: a snapshot at {_step(longest.record)} closed {longest.counter_interval} writes, "
                 f"another at {_step(bounds.upper_at)} closed {bounds.upper}; the counters need K >= "
@@ -309,7 +310,7 @@ class _LineageChecker:
             first, (last, found) = short[0][0], short[-1]
             assert last.updates is not None
             self.add(
-                "CK304",
+                RuleCode.CK304,
                 last,
                 f"counters at {_step(last)} record {last.updates} message writes since the last snapshot, but "
                 f"only {found} are stored on the chain (first short at {_step(first)})",
@@ -329,7 +330,9 @@ class _LineageChecker:
                 if not self.judged(branch):
                     continue
                 self.add(
-                    "CK305", branch, f"branch at {_step(branch)} forks from {_step(record)} ({record.checkpoint_id})"
+                    RuleCode.CK305,
+                    branch,
+                    f"branch at {_step(branch)} forks from {_step(record)} ({record.checkpoint_id})",
                 )
 
     def check_mode_changes(self) -> None:
@@ -340,7 +343,7 @@ class _LineageChecker:
             changed = not record.delta and parent is not None and parent.delta
             if changed and record.readable and parent is not None and parent.metadata_ok and self.judged(record):
                 self.add(
-                    "CK401",
+                    RuleCode.CK401,
                     record,
                     f"full-mode checkpoint at {_step(record)} continues a delta checkpoint",
                 )
@@ -380,8 +383,8 @@ def cross_thread_cadence(inferred: Counter[int], concurrent: str | None = None) 
     if not parts:
         return None
     return Finding(
-        rule="CK202",
-        severity=rule("CK202").severity,
+        rule=RuleCode.CK202,
+        severity=rule(RuleCode.CK202).severity,
         thread_id=None,
         checkpoint_ns=None,
         checkpoint_id=None,

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
+from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
     from rich.console import Console

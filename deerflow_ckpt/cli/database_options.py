@@ -11,13 +11,9 @@ from deerflow_ckpt.cli.deerflow_options import deerflow_environment
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import locate_config
+from deerflow_ckpt.config.location import database_location, default_sqlite_location
 from deerflow_ckpt.errors import ConfigError, StoreError
-from deerflow_ckpt.store.source import (
-    DatabaseChoice,
-    default_sqlite_choice,
-    target_from_argument,
-    target_from_settings,
-)
+from deerflow_ckpt.store.source import DatabaseChoice, choose, target_from_argument
 
 DB_OPTION = typer.Option(
     None,
@@ -147,10 +143,11 @@ def select(
     if db is not None:
         choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
     elif settings is not None and config_path is not None:
-        choice = target_from_settings(settings, config_path, environ, cwd, immutable, gateway_dir)
+        choice = choose(database_location(settings, config_path, environ, cwd, gateway_dir), immutable)
     else:
         try:
-            choice = default_sqlite_choice(FILE_DATABASE_DEFAULTS["sqlite_dir"], environ, cwd, immutable, gateway_dir)
+            default = default_sqlite_location(FILE_DATABASE_DEFAULTS["sqlite_dir"], environ, cwd, gateway_dir)
+            choice = choose(default, immutable)
         except StoreError as exc:
             raise StoreError("; ".join([*tried, str(exc)]) + "; pass --db or --config") from None
     if schema and db is None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.config.lint_files import lint_files, read_configs
 from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
+from deerflow_ckpt.rules import Severity
 
 COMMAND = "lint-config"
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message
@@ -16,6 +15,7 @@ from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report import migration as report
 from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.diff import colorize_diff
+from deerflow_ckpt.rules import Severity
 
 STDIN = "-"
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.cli.console import message, stderr_console
+from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
     from deerflow_ckpt.scan import ScanReport, ScanRequest

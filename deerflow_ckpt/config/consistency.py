@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from deerflow_ckpt.config.identity import DatabaseIdentity
 from deerflow_ckpt.config.keys import CHANNEL_MODE_KEY
 from deerflow_ckpt.config.lint import CheckpointFacts, Finding, Setting
-from deerflow_ckpt.store.identity import DatabaseIdentity
+from deerflow_ckpt.rules import RuleCode
 
 
 @dataclass(frozen=True)
@@ -95,5 +96,5 @@ def _disagreements(
             f"{identity.display}, and every process writing there must use the same {key} (DeerFlow does not "
             "store it in the checkpoints)"
         )
-        findings.append((path, Finding("CK510", setting.line, message)))
+        findings.append((path, Finding(RuleCode.CK510, setting.line, message)))
     return findings

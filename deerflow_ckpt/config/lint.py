@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.config import fields, yamlnodes
 from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.helm import embedded_config
+from deerflow_ckpt.config.identity import DatabaseIdentity, Unlocated, checkpoint_identity
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -52,7 +52,7 @@ from deerflow_ckpt.config.values import (
     yaml12_disagreement,
 )
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store.identity import DatabaseIdentity, Unlocated, checkpoint_identity
+from deerflow_ckpt.rules import RuleCode, Severity, rule
 
 # Keys that decide where checkpoints go, per section.
 LOCATION_KEYS = {
@@ -76,7 +76,7 @@ MISPLACED = (
 
 @dataclass(frozen=True)
 class Finding:
-    rule: str
+    rule: RuleCode
     # 1-based line of the key that decides, or None for the whole file.
     line: int | None
     message: str
@@ -129,7 +129,7 @@ def lint_config_bytes(
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        finding = Finding("CK500", line, f"not UTF-8 text (byte {exc.start}); DeerFlow cannot read the file")
+        finding = Finding(RuleCode.CK500, line, f"not UTF-8 text (byte {exc.start}); DeerFlow cannot read the file")
         return FileLint((finding,), None)
     return lint_config_text(text, environ, cwd, assumed)
 
@@ -172,7 +172,7 @@ class _Linter:
         # checks the rest with those values unknown.
         self.unset_findings: list[Finding] = []
 
-    def add(self, code: str, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
+    def add(self, code: RuleCode, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
         # DeerFlow's warning quotes the value (%r), which can be a DSN.
         warning = None if deerflow_warning is None else redact(deerflow_warning)
         self.findings.append(Finding(code, line, redact(message), warning))
@@ -180,7 +180,8 @@ class _Linter:
     def refused(self) -> bool:
         """DeerFlow refuses the file whatever its environment (an unset `$VAR` refuses it only here)."""
         return any(
-            finding.rule in ("CK500", "CK503") and finding not in self.unset_findings for finding in self.findings
+            finding.rule in (RuleCode.CK500, RuleCode.CK503) and finding not in self.unset_findings
+            for finding in self.findings
         )
 
     def result(self, facts: CheckpointFacts | None) -> FileLint:
@@ -197,7 +198,7 @@ class _Linter:
         if len(documents) > 1:
             lines = document_lines(self.text)
             self.add(
-                "CK500",
+                RuleCode.CK500,
                 lines[1] if len(lines) > 1 else None,
                 f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one, so it "
                 "cannot start",
@@ -212,7 +213,9 @@ class _Linter:
         # AppConfig.from_file: `yaml.safe_load(f) or {}`.
         data = data or {}
         if not isinstance(data, dict):
-            self.add("CK500", 1, f"the file holds {kind_of(data)}, not a mapping of sections; DeerFlow cannot load it")
+            self.add(
+                RuleCode.CK500, 1, f"the file holds {kind_of(data)}, not a mapping of sections; DeerFlow cannot load it"
+            )
             return self.result(None)
         self.check_top_level(data)
         for section in (DATABASE, LEGACY_CHECKPOINTER):
@@ -221,7 +224,9 @@ class _Linter:
             if value is not None and not isinstance(value, dict):
                 shown = self.source.described((section,), value)
                 self.add(
-                    "CK500", self.source.line(section), f"{section} is {shown}, not a mapping; DeerFlow cannot load it"
+                    RuleCode.CK500,
+                    self.source.line(section),
+                    f"{section} is {shown}, not a mapping; DeerFlow cannot load it",
                 )
                 return self.result(None)
         database = resolve_tree(data.get(DATABASE) or {}, (DATABASE,), self.environ, self.references)
@@ -246,14 +251,14 @@ class _Linter:
         name = reference.name
         if name in self.assumed or "*" in self.assumed:
             self.add(
-                "CK509",
+                RuleCode.CK509,
                 self.source.line(*reference.path),
                 f"{dotted(reference.path)} is ${name}: not set here, and assumed set where DeerFlow runs "
                 f"(--assume-set){effect}",
             )
             return
         self.add(
-            "CK500",
+            RuleCode.CK500,
             self.source.line(*reference.path),
             f"{dotted(reference.path)}: Environment variable {name} not found for config value ${name}: DeerFlow "
             f"refuses the whole file where ${name} is unset (set it in its environment or the .env it loads){effect}",
@@ -262,7 +267,9 @@ class _Linter:
 
     def unreadable(self, exc: Exception) -> FileLint:
         line, problem = yaml_problem(exc, self.text)
-        self.add("CK500", line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start")
+        self.add(
+            RuleCode.CK500, line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start"
+        )
         return self.result(None)
 
     def check_top_level(self, data: dict[Any, Any]) -> None:
@@ -279,7 +286,7 @@ class _Linter:
         lines = [int(key.start_mark.line) + 1 for key in keys if key.value == section]
         if len(lines) > 1:
             self.add(
-                "CK508",
+                RuleCode.CK508,
                 lines[0],
                 f"{section}: is written {len(lines)} times (lines {', '.join(map(str, lines))}); PyYAML keeps only "
                 f"the last one (line {lines[-1]}), so every key in the others is ignored",
@@ -290,7 +297,7 @@ class _Linter:
         for duplicate in yamlnodes.duplicate_keys(found[1]):
             joined = ", ".join(map(str, duplicate.lines))
             self.add(
-                "CK508",
+                RuleCode.CK508,
                 duplicate.lines[0],
                 f"{duplicate.name} is written {len(duplicate.lines)} times in one mapping under {section}: "
                 f"(lines {joined}); PyYAML silently keeps the last (line {duplicate.lines[-1]}) and ignores the others",
@@ -300,7 +307,7 @@ class _Linter:
         name = path[-1]
         target = f"{DATABASE}.{DELTA_SECTION}.{CADENCE_KEY}" if name in (LEGACY_CADENCE_KEY, CADENCE_KEY) else None
         self.add(
-            "CK505",
+            RuleCode.CK505,
             self.source.line(*path),
             f"{dotted(path)} is not read {where}: DeerFlow reads checkpoint settings only under database:, so it "
             f"is ignored (did you mean {target or f'{DATABASE}.{name}'}?)",
@@ -314,7 +321,11 @@ class _Linter:
             subject = f"{dotted(path)} is ${name}: DeerFlow reads it from its environment when it loads the config"
             if not isinstance(reference.value, Unset):
                 shown = "set (the value is not shown)" if path[-1] in SECRET_KEYS else repr(reference.value)
-                self.add("CK509", self.source.line(*path), f"{subject}; here it is {shown}, and ckpt checks that value")
+                self.add(
+                    RuleCode.CK509,
+                    self.source.line(*path),
+                    f"{subject}; here it is {shown}, and ckpt checks that value",
+                )
                 continue
             if path[0] == location_section and path[-1] in LOCATION_KEYS[location_section]:
                 effect = "ckpt cannot tell which database this file uses and leaves it out of the cross-file check"
@@ -362,7 +373,7 @@ class _Linter:
             if isinstance(delta, Unset):
                 return  # unknown here: the CK509 for it says so
             self.add(
-                "CK503",
+                RuleCode.CK503,
                 self.source.line(DATABASE, DELTA_SECTION),
                 f"database.{DELTA_SECTION} is {self.source.described((DATABASE, DELTA_SECTION), delta)}, not a "
                 f"mapping: DeerFlow drops the deprecated {LEGACY_CADENCE_KEY} (line {legacy_line}) and then rejects "
@@ -377,7 +388,7 @@ class _Linter:
             where = f"database.{DELTA_SECTION}.{CADENCE_KEY} (line {self.source.line(*nested_path)})"
             if _same_cadence(legacy, nested):
                 self.add(
-                    "CK501",
+                    RuleCode.CK501,
                     legacy_line,
                     f"database.{LEGACY_CADENCE_KEY}: {legacy_shown} is deprecated and repeats {where}: DeerFlow keeps "
                     "the nested key and logs a warning on every load; delete the flat key",
@@ -393,7 +404,9 @@ class _Linter:
                     f" (make config-upgrade adds {CADENCE_KEY}: {UPGRADER_DEFAULT} next to a legacy key; 1000 was "
                     "the pre-rename default)"
                 )
-            self.add("CK502", legacy_line, message + "; keep the cadence you mean under checkpoint_delta", warning)
+            self.add(
+                RuleCode.CK502, legacy_line, message + "; keep the cadence you mean under checkpoint_delta", warning
+            )
             return
         reading = _reading(legacy)
         effect = f", so the cadence is {reading.effective}," if reading.effective is not None else ""
@@ -401,7 +414,7 @@ class _Linter:
             warning = None
             effect = f" (its warning shows the value of ${legacy.name})"
         self.add(
-            "CK501",
+            RuleCode.CK501,
             legacy_line,
             f"database.{LEGACY_CADENCE_KEY}: {legacy_shown} is deprecated: DeerFlow carries it to "
             f"{DELTA_SECTION}.{CADENCE_KEY}{effect} and logs a warning on every load; run ckpt migrate-config",
@@ -420,7 +433,7 @@ class _Linter:
         schema = database.get("postgres_schema")
         if isinstance(schema, str) and (problem := fields.schema_problem(schema)):
             self.add(
-                "CK500",
+                RuleCode.CK500,
                 self.source.line(DATABASE, "postgres_schema"),
                 f"database.postgres_schema is rejected by DeerFlow: {problem}; DeerFlow cannot start with this file",
             )
@@ -428,10 +441,10 @@ class _Linter:
     def check_section(self, key: str, value: object) -> None:
         path = (DATABASE, key)
         if not isinstance(value, dict):
-            if any(finding.rule == "CK503" for finding in self.findings):
+            if any(finding.rule == RuleCode.CK503 for finding in self.findings):
                 return  # the legacy-key shim already said it
             self.add(
-                "CK503" if key == DELTA_SECTION else "CK500",
+                RuleCode.CK503 if key == DELTA_SECTION else RuleCode.CK500,
                 self.source.line(*path),
                 f"database.{key} is {self.source.described(path, value)}, not a mapping; DeerFlow rejects it "
                 "(Input should be a valid dictionary), so it cannot start",
@@ -448,7 +461,7 @@ class _Linter:
         problem = fields.check(kind, value)
         if problem is not None:
             self.add(
-                "CK500",
+                RuleCode.CK500,
                 self.source.line(*path),
                 f"{dotted(path)}: {self.source.shown(path, value)} is rejected by DeerFlow: {problem}"
                 f"{fields.literal_hint(kind, value)}; DeerFlow cannot start with this file",
@@ -463,7 +476,7 @@ class _Linter:
         written = str(found[1].value)
         if _OCTAL.fullmatch(written) or ":" in written:
             self.add(
-                "CK504",
+                RuleCode.CK504,
                 self.source.line(*path),
                 f"{dotted(path)}: {written} is read by DeerFlow (PyYAML, YAML 1.1) as {effective}; write {effective} "
                 f"if that is the cadence you mean{yaml12_disagreement(written, effective)}",
@@ -490,8 +503,8 @@ class _Linter:
         if reading.problem is None:
             self.check_cadence_spelling(path, reading.effective)
             return
-        code = "CK504" if reading.effective is not None or reading.beyond_range else "CK500"
-        consequence = "" if code == "CK504" else "; DeerFlow cannot start with this file"
+        code = RuleCode.CK504 if reading.effective is not None or reading.beyond_range else RuleCode.CK500
+        consequence = "" if code == RuleCode.CK504 else "; DeerFlow cannot start with this file"
         written = self.plain_text(path)
         if written is not None and isinstance(value, bool):
             consequence += yaml12_disagreement(written, value)
@@ -550,7 +563,7 @@ class _Linter:
             elif last == CHANNEL_MODE_KEY:
                 message += f" and the channel mode stays {_value_text(mode)}"
             message += f" (did you mean {suggestion}?)"
-        self.add("CK505", self.source.line(*path), message)
+        self.add(RuleCode.CK505, self.source.line(*path), message)
 
     def check_full_mode(self, mode: Setting, cadence: Setting) -> None:
         # config.example.yaml itself sets the default cadence in full mode: only another value misleads.
@@ -558,7 +571,7 @@ class _Linter:
             return
         how = "is not set, so it is full" if mode.default else "is full"
         self.add(
-            "CK506",
+            RuleCode.CK506,
             cadence.line,
             f"{cadence.origin} is {cadence.value} but database.{CHANNEL_MODE_KEY} {how}: DeerFlow stores full "
             "checkpoints and the cadence changes nothing on disk (it is still frozen at startup, so a later edit "
@@ -589,7 +602,7 @@ class _Linter:
         if isinstance(location, Unlocated) and location.refused:
             keys = ("connection_string", "type") if section == LEGACY_CHECKPOINTER else ("postgres_url", "backend")
             path = next(((section, key) for key in keys if self.source.pair((section, key))), (section,))
-            self.add("CK500", self.source.line(*path), f"{dotted(path)}: {location.reason}")
+            self.add(RuleCode.CK500, self.source.line(*path), f"{dotted(path)}: {location.reason}")
 
     def check_checkpointer(
         self, data: dict[Any, Any], checkpointer: dict[Any, Any], location: DatabaseIdentity | Unlocated
@@ -610,7 +623,7 @@ class _Linter:
             where = f"{'nowhere on disk' if location.in_memory else 'the place it names'} ({location.reason})"
         instead_text = instead.display if isinstance(instead, DatabaseIdentity) else instead.reason
         self.add(
-            "CK507",
+            RuleCode.CK507,
             self.source.line(LEGACY_CHECKPOINTER),
             f"the legacy checkpointer: section overrides database: for checkpoints: DeerFlow writes them to "
             f"{where}, not to what database: names ({instead_text})",
@@ -620,7 +633,7 @@ class _Linter:
         """DeerFlow's CheckpointerConfig: a required type, a validated schema; a failure refuses the file."""
         if "type" not in checkpointer:
             self.add(
-                "CK500",
+                RuleCode.CK500,
                 self.source.line(LEGACY_CHECKPOINTER),
                 "checkpointer: has no type, which DeerFlow requires (checkpointer.type: Field required; one of "
                 f"{', '.join(CHECKPOINTER_TYPES)}); DeerFlow cannot start with this file",
@@ -637,7 +650,7 @@ class _Linter:
                 and (value is not None or key == "postgres_schema")
             ):
                 self.add(
-                    "CK500",
+                    RuleCode.CK500,
                     self.source.line(LEGACY_CHECKPOINTER, key),
                     f"checkpointer.{key} is {self.source.described((LEGACY_CHECKPOINTER, key), value)}: DeerFlow "
                     "rejects it (Input should be a valid string), so it cannot start",
@@ -647,7 +660,7 @@ class _Linter:
             problem = fields.schema_problem(schema)
             if problem:
                 self.add(
-                    "CK500",
+                    RuleCode.CK500,
                     self.source.line(LEGACY_CHECKPOINTER, "postgres_schema"),
                     f"checkpointer.postgres_schema is rejected by DeerFlow: {problem}; DeerFlow cannot start with "
                     "this file",

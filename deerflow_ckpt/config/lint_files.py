@@ -14,6 +14,7 @@ from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, lost_message, 
 from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file
+from deerflow_ckpt.rules import RuleCode
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _upgrade_findings(path: Path, raw: bytes, environ: Mapping[str, str]) -> lis
         example = pending.example
         findings.append(
             Finding(
-                "CK511",
+                RuleCode.CK511,
                 source.line(DATABASE, LEGACY_CADENCE_KEY),
                 f"config_version {pending.version} is below {example.path}'s {example.version}: the next make dev "
                 f"or make start runs make config-upgrade, which adds {DELTA_SECTION}.{CADENCE_KEY}: "
@@ -96,7 +97,7 @@ def _upgrade_findings(path: Path, raw: bytes, environ: Mapping[str, str]) -> lis
         )
     lost = lost_cadence(path, data, environ) if has_backup else None
     if lost is not None:
-        findings.append(Finding("CK512", source.line(DATABASE, DELTA_SECTION, CADENCE_KEY), lost_message(lost)))
+        findings.append(Finding(RuleCode.CK512, source.line(DATABASE, DELTA_SECTION, CADENCE_KEY), lost_message(lost)))
     return findings
 
 

@@ -45,14 +45,9 @@ from deerflow_ckpt.config.values import (
     read_cadence,
     same_value,
 )
+from deerflow_ckpt.rules import RuleCode, Severity
 
 UTF8_BOM = b"\xef\xbb\xbf"
-
-
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    NOTE = "note"
 
 
 @dataclass(frozen=True)
@@ -63,8 +58,8 @@ class Diagnostic:
     message: str
     # True for DeerFlow's own warning strings, printed verbatim.
     from_deerflow: bool = False
-    # The registry rule (analysis/rules.py) CI formats file it under; the deprecated key by default.
-    rule: str = "CK501"
+    # The registry rule (rules.py) CI formats file it under; the deprecated key by default.
+    rule: RuleCode = RuleCode.CK501
 
 
 class MigrationStatus(StrEnum):
@@ -88,7 +83,7 @@ class MigrationResult:
 
 
 class _Refusal(Exception):
-    def __init__(self, line: int | None, message: str, rule: str = "CK501") -> None:
+    def __init__(self, line: int | None, message: str, rule: RuleCode = RuleCode.CK501) -> None:
         super().__init__(message)
         self.line = line
         self.message = message
@@ -99,7 +94,7 @@ class _Unreadable(_Refusal):
     """Not UTF-8 or not YAML: DeerFlow could not load it either."""
 
     def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(line, message, "CK500")
+        super().__init__(line, message, RuleCode.CK500)
 
 
 def _line_of(node: yaml.Node) -> int:
@@ -113,10 +108,12 @@ class _Plan:
     # What yaml.safe_load must return for the edited text.
     expected: Any = None
 
-    def note(self, line: int | None, message: str, rule: str = "CK501") -> None:
-        self.diagnostics.append(Diagnostic(Severity.NOTE, line, message, rule=rule))
+    def note(self, line: int | None, message: str, rule: RuleCode = RuleCode.CK501) -> None:
+        self.diagnostics.append(Diagnostic(Severity.INFO, line, message, rule=rule))
 
-    def warn(self, line: int | None, message: str, from_deerflow: bool = False, rule: str = "CK501") -> None:
+    def warn(
+        self, line: int | None, message: str, from_deerflow: bool = False, rule: RuleCode = RuleCode.CK501
+    ) -> None:
         self.diagnostics.append(Diagnostic(Severity.WARNING, line, message, from_deerflow, rule))
 
 
@@ -244,7 +241,7 @@ class _Migrator:
             raise _Refusal(
                 _second_document_line(text),
                 f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one",
-                "CK500",
+                RuleCode.CK500,
             )
         if not documents:
             return self.plan
@@ -266,7 +263,7 @@ class _Migrator:
                 first.lines[-1],
                 f"duplicate key {first.name!r} (lines {lines}); DeerFlow silently keeps the last one, "
                 "so remove the duplicates by hand first",
-                "CK508",
+                RuleCode.CK508,
             )
         assert isinstance(root, yaml.MappingNode)
         database_pair = yamlnodes.find_own(root, DATABASE)
@@ -321,7 +318,7 @@ class _Migrator:
         flat_key, flat_value = flat_pair
         flat_line = _line_of(flat_key)
         assert outcome.warning is not None
-        shim_rule = "CK503" if outcome.branch is ShimBranch.IGNORED else "CK501"
+        shim_rule = RuleCode.CK503 if outcome.branch is ShimBranch.IGNORED else RuleCode.CK501
         legacy = database[LEGACY_CADENCE_KEY]
         warning = outcome.warning
         if outcome.branch is ShimBranch.CARRIED and isinstance(legacy, str) and legacy.startswith("$"):
@@ -338,7 +335,7 @@ class _Migrator:
                 _line_of(delta_pair[0]),
                 f"{DELTA_SECTION} is {kind}, not a mapping: DeerFlow drops the legacy value and then "
                 f"rejects {DELTA_SECTION}; write {DELTA_SECTION}: {{{CADENCE_KEY}: N}} by hand",
-                "CK503",
+                RuleCode.CK503,
             )
 
         self._note_mode(database, flat_line)
@@ -377,7 +374,7 @@ class _Migrator:
                 line,
                 f"database.{CHANNEL_MODE_KEY} {how}: DeerFlow ignores the snapshot cadence in that mode "
                 "(it only matters in delta mode)",
-                rule="CK506",
+                rule=RuleCode.CK506,
             )
 
     def _report_discarded_legacy(
@@ -402,7 +399,7 @@ class _Migrator:
                 f" (make config-upgrade adds the default {UPGRADER_DEFAULT} next to a legacy key; "
                 "1000 was the pre-rename default)"
             )
-        self.plan.warn(flat_line, message, rule="CK502")
+        self.plan.warn(flat_line, message, rule=RuleCode.CK502)
 
     def _check_carried_value(self, legacy: object, flat_pair: tuple[yaml.Node, yaml.Node]) -> None:
         flat_key, flat_value = flat_pair
@@ -415,7 +412,7 @@ class _Migrator:
                 line,
                 f"{LEGACY_CADENCE_KEY}: {written or '(empty)'} {reading.problem}; set "
                 f"database.{DELTA_SECTION}.{CADENCE_KEY} to the cadence you mean by hand",
-                "CK504" if isinstance(legacy, bool) else "CK500",
+                RuleCode.CK504 if isinstance(legacy, bool) else RuleCode.CK500,
             )
         if "\n" in written:
             raise _Refusal(line, f"the value of {LEGACY_CADENCE_KEY} spans several lines; move it by hand")
@@ -431,7 +428,7 @@ class _Migrator:
                 line,
                 f"{written} is carried verbatim: DeerFlow resolves ${name} when it loads the config, and the "
                 f"warning it logs shows the resolved value{unset}",
-                rule="CK509",
+                rule=RuleCode.CK509,
             )
         elif str(reading.effective) != written:
             self.plan.note(
@@ -705,10 +702,10 @@ def restore_cadence_bytes(raw: bytes, cadence: int, source: str, environ: Mappin
         return MigrationResult(MigrationStatus.NEEDS_HAND_FIX, raw, raw, (error,))
     line = text.count("\n", 0, span[0]) + 1
     note = Diagnostic(
-        Severity.NOTE,
+        Severity.INFO,
         line,
         f"{DELTA_SECTION}.{CADENCE_KEY} set back to {cadence}, the cadence {source} gave DeerFlow",
-        rule="CK512",
+        rule=RuleCode.CK512,
     )
     moved = migrate_config_bytes(bom + restored.encode("utf-8"), environ)
     if moved.status in (MigrationStatus.FAILED, MigrationStatus.NEEDS_HAND_FIX):

@@ -13,7 +13,6 @@ from deerflow_ckpt.config.migrate import (
     Diagnostic,
     MigrationResult,
     MigrationStatus,
-    Severity,
     migrate_config_bytes,
     restore_cadence_bytes,
 )
@@ -23,6 +22,7 @@ from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
 from deerflow_ckpt.redact import redact
+from deerflow_ckpt.rules import RuleCode, Severity
 
 
 class WriteMode(StrEnum):
@@ -112,17 +112,17 @@ def _restore(path: Path, raw: bytes, environ: Mapping[str, str]) -> MigrationRes
     if not backup_of(path).is_file():
         message = f"nothing to restore: no {backup_of(path).name} beside it (make config-upgrade's backup)"
         return MigrationResult(
-            MigrationStatus.FAILED, raw, raw, (Diagnostic(Severity.ERROR, None, message, rule="CK512"),)
+            MigrationStatus.FAILED, raw, raw, (Diagnostic(Severity.ERROR, None, message, rule=RuleCode.CK512),)
         )
     lost = _lost(path, raw, environ)
     if lost is None:
         # Nothing the upgrade replaced: the file is migrated as without the option.
         result = migrate_config_bytes(raw, environ)
         note = Diagnostic(
-            Severity.NOTE,
+            Severity.INFO,
             None,
             f"nothing to restore: {backup_of(path).name} does not hold a cadence the upgrade replaced",
-            rule="CK512",
+            rule=RuleCode.CK512,
         )
         return replace(result, diagnostics=(note, *result.diagnostics))
     return restore_cadence_bytes(raw, lost.backup_cadence, f"{lost.backup.name} ({lost.backup_origin})", environ)
@@ -135,5 +135,5 @@ def _with_backup_warning(
     lost = _lost(path, raw, environ)
     if lost is None:
         return result
-    warning = Diagnostic(Severity.WARNING, None, lost_message(lost), rule="CK512")
+    warning = Diagnostic(Severity.WARNING, None, lost_message(lost), rule=RuleCode.CK512)
     return replace(result, diagnostics=(*result.diagnostics, warning))

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from deerflow_ckpt.analysis.rules import Severity, rule
+from deerflow_ckpt.rules import RuleCode, Severity, rule
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class CheckpointSpot:
 
 @dataclass(frozen=True)
 class Annotation:
-    rule: str
+    rule: RuleCode
     # Usually the rule's severity; a command may raise or lower it for one finding.
     severity: Severity
     message: str

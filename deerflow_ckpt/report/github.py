@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from deerflow_ckpt.analysis.rules import RULES, Severity, rule
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot, severity_counts
 from deerflow_ckpt.report.printable import markdown_cell, printable
+from deerflow_ckpt.rules import RULES, Severity, rule
 
 COMMAND_BY_SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 # A step summary may hold at most 1 MiB; 500 rows of capped messages stay well below it.

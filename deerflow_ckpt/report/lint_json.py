@@ -9,11 +9,11 @@ from collections import Counter
 from typing import Any
 
 from deerflow_ckpt import __version__
-from deerflow_ckpt.analysis.rules import Severity, rule
+from deerflow_ckpt.config.identity import DatabaseIdentity
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.config.lint_files import LintedFile, LintReport
 from deerflow_ckpt.report.annotations import severity_counts
-from deerflow_ckpt.store.identity import DatabaseIdentity
+from deerflow_ckpt.rules import Severity, rule
 
 JSON_SCHEMA_VERSION = 1
 

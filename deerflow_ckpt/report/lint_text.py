@@ -7,10 +7,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from deerflow_ckpt.analysis.rules import Severity
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.config.lint_files import LintReport
 from deerflow_ckpt.report.annotations import Annotation, severity_counts
+from deerflow_ckpt.rules import Severity
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 INDENT = "    "

@@ -6,31 +6,28 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from deerflow_ckpt.analysis import rules
-from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, Severity
+from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
 from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
+from deerflow_ckpt.rules import Severity
 
 JSON_SCHEMA_VERSION = 1
+
+
+# Compilers' words, which editors and CI log parsers know: an info finding is a "note".
+_COMPILER_WORD = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
 def diagnostic_line(name: str, diagnostic: Diagnostic) -> str:
     """`path:line: severity: message`, the shape editors and CI logs link to."""
     where = f"{name}:{diagnostic.line}" if diagnostic.line is not None else name
-    return f"{where}: {diagnostic.severity.value}: {diagnostic.message}"
-
-
-def registry_severity(diagnostic: Diagnostic) -> rules.Severity:
-    """migrate-config's notes are the registry's info level."""
-    if diagnostic.severity is Severity.NOTE:
-        return rules.Severity.INFO
-    return rules.Severity(diagnostic.severity.value)
+    return f"{where}: {_COMPILER_WORD[diagnostic.severity]}: {diagnostic.message}"
 
 
 def annotations_of(outcomes: Sequence[FileMigration]) -> list[Annotation]:
     return [
-        Annotation(d.rule, registry_severity(d), d.message, FileSpot(outcome.name, d.line))
+        Annotation(d.rule, d.severity, d.message, FileSpot(outcome.name, d.line))
         for outcome in outcomes
         for d in outcome.result.diagnostics
     ]
@@ -86,7 +83,7 @@ def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int, 
             "changed": result.changed,
             "written": outcome.written,
             "warnings": _diagnostics(result.diagnostics, Severity.WARNING),
-            "notes": _diagnostics(result.diagnostics, Severity.NOTE),
+            "notes": _diagnostics(result.diagnostics, Severity.INFO),
             "errors": _diagnostics(result.diagnostics, Severity.ERROR),
         }
         if include_diff or mode is WriteMode.DIFF:

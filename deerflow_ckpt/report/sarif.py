@@ -13,8 +13,8 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
-from deerflow_ckpt.analysis.rules import RULES, Rule, Severity
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot
+from deerflow_ckpt.rules import RULES, Rule, RuleCode, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -78,7 +78,7 @@ def checkpoint_location(spot: CheckpointSpot) -> dict[str, Any]:
     return {"logicalLocations": [logical]}
 
 
-def checkpoint_fingerprint(code: str, spot: CheckpointSpot) -> str:
+def checkpoint_fingerprint(code: RuleCode, spot: CheckpointSpot) -> str:
     """Consumers cannot hash source lines of a database, so the identity comes from rule and place."""
     parts = (code, spot.thread_id, spot.checkpoint_ns, spot.checkpoint_id or "")
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()

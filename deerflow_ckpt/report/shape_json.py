@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from deerflow_ckpt.analysis.rules import Severity, rule
 from deerflow_ckpt.analysis.shape import Finding
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.report.timeline_json import timeline_to_dict
+from deerflow_ckpt.rules import Severity, rule
 from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 

@@ -16,6 +16,7 @@ import msgspec
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
+from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
 from deerflow_ckpt.store.prefetch import NetworkTimeout, Prefetcher
 from deerflow_ckpt.store.records import (
@@ -197,10 +198,10 @@ def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
     record.metadata_bytes = metadata_len or 0
     if not metadata_is_object:
         record.metadata_ok = False
-        record.problems.append(Problem("CK104", "metadata is not a JSON object"))
+        record.problems.append(Problem(RuleCode.CK104, "metadata is not a JSON object"))
     if not checkpoint_is_object:
         record.messages = Shape.UNDECODABLE
-        record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint object"))
+        record.problems.append(Problem(RuleCode.CK104, "checkpoint is not a LangGraph checkpoint object"))
     return record, marker
 
 

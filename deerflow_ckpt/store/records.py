@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from deerflow_ckpt.rules import RuleCode
+
 DELTA_MODE = "delta"
 
 
@@ -47,7 +49,7 @@ class Shape:
 class Problem:
     """Something found while reading one checkpoint, to become a finding in analysis."""
 
-    rule: str
+    rule: RuleCode
     detail: str
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.lean import (
     CheckpointFields,
     read_checkpoint,
@@ -206,7 +207,7 @@ def _classify_decoded(record: CheckpointRecord, value: Any) -> None:
     if type(channel_values) is not dict:
         record.messages = Shape.UNDECODABLE
         if value is not None:
-            record.problems.append(Problem("CK104", "checkpoint is not a LangGraph checkpoint mapping"))
+            record.problems.append(Problem(RuleCode.CK104, "checkpoint is not a LangGraph checkpoint mapping"))
         return
     assert type(value) is dict
     versions = value.get("channel_versions")
@@ -241,10 +242,10 @@ def _metadata_fields(raw: bytes | str | None, problems: list[Problem]) -> dict[s
     try:
         metadata = _decode_json(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        problems.append(Problem("CK104", "metadata is not valid JSON text"))
+        problems.append(Problem(RuleCode.CK104, "metadata is not valid JSON text"))
         return {}
     if type(metadata) is not dict:
-        problems.append(Problem("CK104", "metadata is not a JSON object"))
+        problems.append(Problem(RuleCode.CK104, "metadata is not a JSON object"))
         return {}
     return metadata
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.native import OVERWRITE_FLAG, REMOVAL_FLAG, value_summary
 from deerflow_ckpt.store.peek import (
     OVERWRITE_TYPE,
@@ -38,20 +39,20 @@ def check_typed_bytes(
         try:
             value = decoder.decode(data)
         except UndecodableError as exc:
-            problems.append(Problem("CK104", f"{where} is not decodable msgpack ({exc})"))
+            problems.append(Problem(RuleCode.CK104, f"{where} is not decodable msgpack ({exc})"))
             return None
         if decoder.untrusted:
             for named in decoder.untrusted_types():
                 problems.append(
                     Problem(
-                        "CK105",
+                        RuleCode.CK105,
                         f"{where} names {named.describe()}, which LangGraph's default loader would import and call "
                         "(its strict mode allows only its safe types)",
                     )
                 )
         return value
     if kind == "pickle":
-        problems.append(Problem("CK105", f"{where} is serialized with pickle (loading it runs arbitrary code)"))
+        problems.append(Problem(RuleCode.CK105, f"{where} is serialized with pickle (loading it runs arbitrary code)"))
         return None
     if kind in INERT_TYPES or data is None:
         return None
@@ -61,10 +62,10 @@ def check_typed_bytes(
         try:
             return json.loads(data)
         except (ValueError, RecursionError) as exc:
-            problems.append(Problem("CK104", f"{where} is not valid JSON ({exc})"))
+            problems.append(Problem(RuleCode.CK104, f"{where} is not valid JSON ({exc})"))
             return None
     shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."
-    problems.append(Problem("CK104", f"{where} has unknown serializer type {shown}"))
+    problems.append(Problem(RuleCode.CK104, f"{where} has unknown serializer type {shown}"))
     return None
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.location import checkpointer_sqlite_file, normalize_dsn, sqlite_file
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store.source import checkpointer_sqlite_file, normalize_dsn, sqlite_file
 
 DEFAULT_PORT = "5432"
 _URI_SCHEME = re.compile(r"^postgres(?:ql)?://")
