@@ -139,13 +139,19 @@ class _Share:
 # A --since scan spreads its threads over processes only when each gets at least this many.
 _THREADS_PER_SHARE = 50
 
-# Set in each worker by the pool initializer: shared checkpoint count for the progress display.
-_progress_counter: Any = None
+# A pool worker's share of the progress count: handed over by the pool initializer, the one way a
+# multiprocessing Value reaches a worker under every start method (it cannot travel as a task argument).
+_worker_counter: Any = None
 
 
 def _init_worker(counter: Any) -> None:
-    global _progress_counter
-    _progress_counter = counter
+    global _worker_counter
+    _worker_counter = counter
+
+
+def _add_to_worker_counter(seen: int) -> None:
+    with _worker_counter.get_lock():
+        _worker_counter.value += seen
 
 
 @contextmanager
@@ -162,14 +168,25 @@ def _without_cycle_collector() -> Iterator[None]:
 
 
 def _scan_share(
-    target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool = True
+    target: DatabaseTarget,
+    settings: ShapeSettings,
+    selection: ThreadSelection,
+    on_checkpoints: Callable[[int], None] | None = None,
 ) -> _Share:
+    """One share of the threads; `on_checkpoints` is told how many checkpoints each thread had."""
     with _without_cycle_collector():
-        return _collect_share(target, settings, selection, report_progress)
+        return _collect_share(target, settings, selection, on_checkpoints)
+
+
+def _scan_share_in_worker(target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection) -> _Share:
+    return _scan_share(target, settings, selection, _add_to_worker_counter)
 
 
 def _collect_share(
-    target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, report_progress: bool
+    target: DatabaseTarget,
+    settings: ShapeSettings,
+    selection: ThreadSelection,
+    on_checkpoints: Callable[[int], None] | None,
 ) -> _Share:
     reader, backend = open_reader(target, sizes=False)
     share = _Share()
@@ -195,9 +212,8 @@ def _collect_share(
             inferred = main.profile.bounds.inferred
             if inferred is not None:
                 share.inferred_cadences[inferred] += 1
-            if report_progress and _progress_counter is not None:
-                with _progress_counter.get_lock():
-                    _progress_counter.value += seen
+            if on_checkpoints is not None:
+                on_checkpoints(seen)
     finally:
         if beside is not None:
             beside.close()
@@ -251,24 +267,22 @@ def _selections(reader: LineageReader, request: ScanRequest, jobs: int) -> list[
 
 
 def _run_shares(
-    request: ScanRequest, selections: list[ThreadSelection], progress: Callable[[int], None] | None
+    request: ScanRequest,
+    selections: list[ThreadSelection],
+    progress: Callable[[int], None] | None,
+    start_method: str | None = None,
 ) -> list[_Share]:
     target, settings = request.choice.target, request.settings
     if len(selections) == 1:
-        counter = _CountingCallback(progress)
-        global _progress_counter
-        _progress_counter = counter
-        try:
-            return [_scan_share(target, settings, selections[0])]
-        finally:
-            _progress_counter = None
+        return [_scan_share(target, settings, selections[0], _running_total(progress))]
     import multiprocessing
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
-    context = multiprocessing.get_context("fork")
+    # The platform's own start method (fork on Linux, spawn on macOS and Windows) unless one is asked for.
+    context = multiprocessing.get_context(start_method)
     shared = context.Value("q", 0)
     with ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,)) as pool:
-        futures = [pool.submit(_scan_share, target, settings, selection) for selection in selections]
+        futures = [pool.submit(_scan_share_in_worker, target, settings, selection) for selection in selections]
         pending = set(futures)
         while pending:
             _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
@@ -280,29 +294,31 @@ def _run_shares(
         return [future.result() for future in futures]
 
 
-class _CountingCallback:
-    """The in-process stand-in for the shared counter: forwards the running count to `progress`."""
-
-    def __init__(self, progress: Callable[[int], None] | None) -> None:
-        self.value = 0
-        self._progress = progress
-
-    def get_lock(self) -> _CountingCallback:
-        return self
-
-    def __enter__(self) -> None:
+def _running_total(progress: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    """Per-thread counts turned into the running total `progress` shows."""
+    if progress is None:
         return None
+    total = 0
 
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress(self.value)
+    def add(seen: int) -> None:
+        nonlocal total
+        total += seen
+        progress(total)
+
+    return add
 
 
-def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jobs: int = 1) -> ScanReport:
+def scan(
+    request: ScanRequest,
+    progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
+    start_method: str | None = None,
+) -> ScanReport:
     """Check every lineage of the chosen database; `progress` gets the running checkpoint count.
 
     With `jobs` > 1 the threads are cut into ranges read by that many processes, each in its own
-    read-only transaction (a thread is always read whole by one of them).
+    read-only transaction (a thread is always read whole by one of them); `start_method` picks the
+    multiprocessing start method (default: the platform's).
     """
     reader, backend = open_reader(request.choice.target)
     settings = request.settings
@@ -324,7 +340,7 @@ def scan(request: ScanRequest, progress: Callable[[int], None] | None = None, jo
     epochs: list[Epoch] = []
     provisional: list[Finding] = []
     first_evidence: FirstSink = {}
-    for share in _run_shares(request, _selections(reader, request, jobs), progress):
+    for share in _run_shares(request, _selections(reader, request, jobs), progress, start_method):
         report.threads += share.threads
         report.lineages += share.lineages
         report.checkpoints += share.checkpoints

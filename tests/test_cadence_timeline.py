@@ -185,6 +185,28 @@ def test_parallel_scan_judges_the_same(built_timelines: Builder, backend: str) -
         assert sorted(map(repr, parallel.findings)) == sorted(map(repr, single.findings)), scenario
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_parallel_scan_runs_under_every_start_method(built_timelines: Builder, backend: str, start_method: str) -> None:
+    # macOS and Windows have no fork by default: the workers get everything they need by pickling.
+    built = built_timelines(backend, "concurrent-writers")
+    choice = DatabaseChoice(target_from_argument(built.db, built.schema or ""), "test")
+    request = ScanRequest(choice, ShapeSettings(NEW_K), "test")
+    seen: list[int] = []
+    parallel = scan(request, seen.append, jobs=2, start_method=start_method)
+    single = _scan(built, NEW_K)
+    assert sorted(map(repr, parallel.findings)) == sorted(map(repr, single.findings))
+    assert parallel.checkpoints == single.checkpoints > 0
+    assert seen and seen[-1] == single.checkpoints
+
+
+def test_single_process_progress_is_a_running_total(built_timelines: Builder) -> None:
+    built = built_timelines("sqlite", "clean-switch")
+    choice = DatabaseChoice(target_from_argument(built.db), "test")
+    seen: list[int] = []
+    report = scan(ScanRequest(choice, ShapeSettings(NEW_K), "test"), seen.append)
+    assert seen == sorted(seen) and len(seen) == report.threads and seen[-1] == report.checkpoints
+
+
 # -- --since ---------------------------------------------------------------------------------------------
 
 
