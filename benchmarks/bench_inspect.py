@@ -68,8 +68,8 @@ def cli_seconds(database: Path, repeat: int) -> float:
 
 def in_process_seconds(database: Path, repeat: int) -> tuple[float, int]:
     """Median time to read the thread's rows and analyse them, and the checkpoints it covered."""
-    from deerflow_ckpt.analysis.capacity import InspectSettings, inspect_thread
-    from deerflow_ckpt.scan import open_reader
+    from deerflow_ckpt.analysis.inspection import InspectSettings, inspect_thread
+    from deerflow_ckpt.store.readers import open_reader
     from deerflow_ckpt.store.selection import ThreadSelection
     from deerflow_ckpt.store.source import target_from_argument
 

@@ -76,7 +76,7 @@ def bare_select_postgres(target: str) -> int:
 
 def ckpt_scan(target: str, jobs: int, since: str | None = None, deep: bool = False) -> int:
     from deerflow_ckpt.analysis.shape import ShapeSettings
-    from deerflow_ckpt.scan import ScanRequest, scan
+    from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
     from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 
     choice = DatabaseChoice(target_from_argument(target), "benchmark")
@@ -165,7 +165,7 @@ def _measure(workload: str, target: str, jobs: int, since: str | None = None) ->
     function = WORKLOADS[workload]
     if workload.startswith("ckpt"):
         # Start-up (interpreter and imports, the same for every run) is left out: the scan itself is timed.
-        import deerflow_ckpt.scan
+        import deerflow_ckpt.commands.verify_shape
         import deerflow_ckpt.store.postgres
         import deerflow_ckpt.store.sqlite  # noqa: F401
     started = time.perf_counter()

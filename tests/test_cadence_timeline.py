@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.shape import ShapeSettings, check_lineage
 from deerflow_ckpt.cli.app import app
-from deerflow_ckpt.scan import ScanReport, ScanRequest, open_reader, scan
+from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, open_reader, scan
 from deerflow_ckpt.store.clock import boundary_id, format_time, write_time_ns
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder.manifest import Manifest
@@ -375,7 +375,7 @@ def test_rolling_switch_with_the_cadence_from_a_config(
 def test_since_spreads_its_threads_over_processes(
     built_timelines: Builder, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import deerflow_ckpt.scan as scan_module
+    import deerflow_ckpt.commands.verify_shape as scan_module
 
     built = built_timelines(backend, "concurrent-writers")
     since = boundary_id(switch_time(built.manifest))

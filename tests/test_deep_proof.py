@@ -18,7 +18,7 @@ import pytest
 
 from deerflow_ckpt.analysis.replay import prove_lineage
 from deerflow_ckpt.analysis.shape import ShapeSettings
-from deerflow_ckpt.scan import ScanReport, ScanRequest, scan
+from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.history import open_history
 from deerflow_ckpt.store.messages import StoredMessage
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
+from deerflow_ckpt.commands.lint_config import lint_files
 from deerflow_ckpt.config.environment import SOURCE_PACKAGE, deerflow_environment
 from deerflow_ckpt.config.identity import DatabaseIdentity, postgres_identity, search_path_option
 from deerflow_ckpt.config.lint import Finding, lint_config_bytes
-from deerflow_ckpt.config.lint_files import lint_files
 from fixtures.dbbuilder.build import build_postgres, build_sqlite
 
 runner = CliRunner()

@@ -19,8 +19,8 @@ from deerflow_ckpt.analysis.epochs import (
     merge_fronts,
 )
 from deerflow_ckpt.analysis.lineage import LineageGraph
-from deerflow_ckpt.scan import open_reader
 from deerflow_ckpt.store.clock import boundary_id, write_time_ns
+from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.records import CheckpointRecord, Shape
 from deerflow_ckpt.store.source import target_from_argument
 from tests.conftest import BuiltDatabase

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from deerflow_ckpt.analysis.capacity import DEFAULT_WHAT_IF, RankBy
+from deerflow_ckpt.analysis.store_summary import RankBy
+from deerflow_ckpt.analysis.what_if import DEFAULT_WHAT_IF
 from deerflow_ckpt.cli import inspect as inspect_cli
 from deerflow_ckpt.cli.app import app
 from tests.conftest import BuiltDatabase

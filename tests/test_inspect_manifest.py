@@ -15,15 +15,15 @@ from functools import cache
 import pytest
 
 from deerflow_ckpt.analysis.cadence import Trigger
-from deerflow_ckpt.analysis.capacity import (
+from deerflow_ckpt.analysis.histogram import Histogram
+from deerflow_ckpt.analysis.inspection import (
     CadenceStatus,
     InspectSettings,
     LineageInspection,
     ThreadInspection,
     inspect_thread,
 )
-from deerflow_ckpt.analysis.histogram import Histogram
-from deerflow_ckpt.scan import open_reader
+from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import target_from_argument
 from fixtures.dbbuilder.graphs import SUBGRAPH_CADENCE

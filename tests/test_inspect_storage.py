@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from deerflow_ckpt.analysis.capacity import InspectSettings, ThreadInspection, inspect_thread
-from deerflow_ckpt.scan import open_reader
+from deerflow_ckpt.analysis.inspection import InspectSettings, ThreadInspection, inspect_thread
+from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import target_from_argument
 from tests.conftest import BuiltDatabase

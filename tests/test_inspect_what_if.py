@@ -20,9 +20,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from deerflow_ckpt.analysis.capacity import InspectSettings, LineageInspection, WhatIfRow, inspect_thread
+from deerflow_ckpt.analysis.inspection import InspectSettings, LineageInspection, inspect_thread
 from deerflow_ckpt.analysis.lineage import LineageGraph
-from deerflow_ckpt.scan import open_reader
+from deerflow_ckpt.analysis.what_if import WhatIfRow
+from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.records import Backend, Lineage
 from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import target_from_argument

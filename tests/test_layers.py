@@ -1,4 +1,4 @@
-"""The package's imports run one way: config -> store -> analysis -> the command cores -> report -> cli.
+"""The package's imports run one way: config -> store -> analysis -> commands -> report -> cli.
 
 Read from the source with ast (deferred and TYPE_CHECKING imports included, since they are dependencies
 too), so a module that reaches up a layer fails here before it makes a cycle.
@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The compiled judge is the store's fast path, configured from the store's type tables.
     ("deerflow_ckpt.store", "deerflow_ckpt.native"),
     ("deerflow_ckpt.analysis",),
-    ("deerflow_ckpt.scan",),
+    ("deerflow_ckpt.commands",),
     ("deerflow_ckpt.report",),
     ("deerflow_ckpt.cli",),
     ("deerflow_ckpt.manpages", "deerflow_ckpt.__main__"),

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from deerflow_ckpt.commands.lint_config import LintReport, lint_files
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.identity import DatabaseIdentity, parse_dsn, postgres_identity
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
-from deerflow_ckpt.config.lint_files import LintReport, lint_files
 from deerflow_ckpt.rules import RULES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ import pytest
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.shape import Finding, ShapeSettings
+from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.rules import RULES
-from deerflow_ckpt.scan import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder.manifest import ThreadRecord
 from fixtures.dbbuilder.registry import SCENARIOS, TIMELINES

@@ -24,8 +24,8 @@ from deerflow_ckpt.errors import StoreError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from deerflow_ckpt.analysis.capacity import InspectionScope, InspectSettings, ThreadInspection
-    from deerflow_ckpt.scan import LineageReader
+    from deerflow_ckpt.analysis.inspection import InspectionScope, InspectSettings, ThreadInspection
+    from deerflow_ckpt.store.readers import LineageReader
     from deerflow_ckpt.store.records import Backend
     from deerflow_ckpt.store.source import DatabaseTarget
 
@@ -36,7 +36,7 @@ class InspectFormat(StrEnum):
     csv = "csv"
 
 
-# capacity.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
+# store_summary.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
 # Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
 PIPED_WIDTH = 160
 RankChoice = Literal["size", "checkpoints", "replay-depth"]
@@ -81,8 +81,8 @@ def _open(
     timeouts: tuple[str, str | None] = ("120s", None),
     deerflow_root: Path | None = None,
 ) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
-    from deerflow_ckpt.analysis.capacity import InspectionScope
-    from deerflow_ckpt.scan import open_reader
+    from deerflow_ckpt.analysis.inspection import InspectionScope
+    from deerflow_ckpt.store.readers import open_reader
 
     selection = database_options.with_timeouts(
         database_options.select(db, schema, config, cadence, immutable, deerflow_root), *timeouts
@@ -103,7 +103,7 @@ def _open(
 def _named_threads(
     reader: LineageReader, scope: InspectionScope, thread_ids: list[str], namespace: str
 ) -> Iterator[ThreadInspection]:
-    from deerflow_ckpt.analysis.capacity import NamespaceNotFound, inspect_thread
+    from deerflow_ckpt.analysis.inspection import NamespaceNotFound, inspect_thread
     from deerflow_ckpt.store.selection import ThreadSelection
 
     for thread_id in thread_ids:
@@ -138,7 +138,7 @@ def _every_thread(
     progress: Callable[[], None],
 ) -> Iterator[ThreadInspection]:
     """Each thread that has `namespace`, in thread id order (None: the conversation, else its first one)."""
-    from deerflow_ckpt.analysis.capacity import NamespaceNotFound, inspect_thread
+    from deerflow_ckpt.analysis.inspection import NamespaceNotFound, inspect_thread
 
     for _, grouped in itertools.groupby(reader.lineages(), key=lambda lineage: lineage.thread_id):
         progress()
@@ -270,7 +270,8 @@ def thread(
     Name threads, or pick them with --top N (--by size|checkpoints|replay-depth) or --all. Exit 2 when a
     named thread does not exist.
     """
-    from deerflow_ckpt.analysis.capacity import InspectSettings, RankBy, TopThreads
+    from deerflow_ckpt.analysis.inspection import InspectSettings
+    from deerflow_ckpt.analysis.store_summary import RankBy, TopThreads
 
     chosen = sum((bool(thread_ids), top is not None, all_threads))
     if chosen != 1:
@@ -331,7 +332,8 @@ def summary(
     color: ColorChoice = ci_options.COLOR_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
-    from deerflow_ckpt.analysis.capacity import DatabaseSummary, InspectSettings
+    from deerflow_ckpt.analysis.inspection import InspectSettings
+    from deerflow_ckpt.analysis.store_summary import DatabaseSummary
     from deerflow_ckpt.analysis.timeline import TimelineSettings
 
     timeline_settings = TimelineSettings(

@@ -8,7 +8,7 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
-from deerflow_ckpt.config.lint_files import lint_files, read_configs
+from deerflow_ckpt.commands.lint_config import lint_files, read_configs
 from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
 from deerflow_ckpt.rules import Severity

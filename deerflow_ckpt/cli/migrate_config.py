@@ -9,7 +9,7 @@ import typer
 from deerflow_ckpt.cli import ci_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message
-from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode, migrate_path, migrate_stream
+from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode, migrate_path, migrate_stream
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.report import migration as report

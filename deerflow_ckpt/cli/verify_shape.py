@@ -16,7 +16,7 @@ from deerflow_ckpt.cli.console import message, stderr_console
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
-    from deerflow_ckpt.scan import ScanReport, ScanRequest
+    from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest
 
 
 def verify_shape(
@@ -66,7 +66,7 @@ def verify_shape(
     """
     from deerflow_ckpt.analysis.shape import ShapeSettings
     from deerflow_ckpt.analysis.timeline import TimelineSettings
-    from deerflow_ckpt.scan import ScanRequest
+    from deerflow_ckpt.commands.verify_shape import ScanRequest
 
     boundary = database_options.parse_since(since)
     timeline = TimelineSettings(
@@ -101,7 +101,7 @@ def verify_shape(
 
 
 def _scan_with_progress(request: ScanRequest, jobs: int, show: bool, color: ColorChoice) -> ScanReport:
-    from deerflow_ckpt.scan import scan
+    from deerflow_ckpt.commands.verify_shape import scan
 
     if not show:
         return scan(request, jobs=jobs)

@@ -14,8 +14,9 @@ import csv
 import io
 from collections.abc import Iterable, Iterator
 
-from deerflow_ckpt.analysis.capacity import DatabaseSummary, LineageInspection, ThreadInspection
 from deerflow_ckpt.analysis.histogram import Histogram, histogram
+from deerflow_ckpt.analysis.inspection import LineageInspection, ThreadInspection
+from deerflow_ckpt.analysis.store_summary import DatabaseSummary
 
 HEADER = ("thread_id", "checkpoint_ns", "epoch", "metric", "lower", "upper", "count")
 Row = tuple[str | int, ...]

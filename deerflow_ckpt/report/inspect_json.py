@@ -11,20 +11,20 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from deerflow_ckpt.analysis.capacity import (
+from deerflow_ckpt.analysis.histogram import Histogram
+from deerflow_ckpt.analysis.inspection import (
     CadenceReport,
-    DatabaseSummary,
     EpochInspection,
     InspectionScope,
     LineageInspection,
     NamespaceGroup,
-    StorageBytes,
     ThreadInspection,
-    WhatIf,
 )
-from deerflow_ckpt.analysis.histogram import Histogram
 from deerflow_ckpt.analysis.replay import ProofResult
+from deerflow_ckpt.analysis.store_summary import DatabaseSummary
+from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
+from deerflow_ckpt.analysis.what_if import WhatIf
 from deerflow_ckpt.report.shape_json import finding_to_dict
 from deerflow_ckpt.report.timeline_json import chart_to_dict, epoch_to_dict, timeline_to_dict
 

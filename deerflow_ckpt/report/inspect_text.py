@@ -17,23 +17,23 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from deerflow_ckpt.analysis.capacity import (
+from deerflow_ckpt.analysis.epochs import Epoch
+from deerflow_ckpt.analysis.histogram import Bucket, Histogram
+from deerflow_ckpt.analysis.inspection import (
     CadenceReport,
     CadenceStatus,
-    DatabaseSummary,
     EpochInspection,
     InspectionScope,
     IntervalReport,
     LineageInspection,
     NamespaceGroup,
-    StorageBytes,
     ThreadInspection,
-    WhatIf,
 )
-from deerflow_ckpt.analysis.epochs import Epoch
-from deerflow_ckpt.analysis.histogram import Bucket, Histogram
 from deerflow_ckpt.analysis.replay import ProofResult
+from deerflow_ckpt.analysis.store_summary import DatabaseSummary
+from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
+from deerflow_ckpt.analysis.what_if import WhatIf
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from deerflow_ckpt.commands.lint_config import LintReport
 from deerflow_ckpt.config.lint import Finding
-from deerflow_ckpt.config.lint_files import LintReport
 from deerflow_ckpt.report.annotations import Annotation, FileSpot, severity_counts
 
 

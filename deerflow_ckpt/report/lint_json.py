@@ -9,9 +9,9 @@ from collections import Counter
 from typing import Any
 
 from deerflow_ckpt import __version__
+from deerflow_ckpt.commands.lint_config import LintedFile, LintReport
 from deerflow_ckpt.config.identity import DatabaseIdentity
 from deerflow_ckpt.config.lint import Finding, Setting
-from deerflow_ckpt.config.lint_files import LintedFile, LintReport
 from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.rules import Severity, rule
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from deerflow_ckpt.commands.lint_config import LintReport
 from deerflow_ckpt.config.lint import Finding, Setting
-from deerflow_ckpt.config.lint_files import LintReport
 from deerflow_ckpt.report.annotations import Annotation, severity_counts
 from deerflow_ckpt.rules import Severity
 

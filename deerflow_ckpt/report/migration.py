@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
-from deerflow_ckpt.config.migrate_files import FileMigration, WriteMode
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
 from deerflow_ckpt.rules import Severity

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot
-from deerflow_ckpt.scan import ScanReport
 
 
 def annotation_of(finding: Finding) -> Annotation:

@@ -7,10 +7,10 @@ from typing import Any
 
 from deerflow_ckpt.analysis.shape import Finding
 from deerflow_ckpt.analysis.timeline import TimelineSettings
+from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.report.timeline_json import timeline_to_dict
 from deerflow_ckpt.rules import Severity, rule
-from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 # 2: settings.since/clock_skew_seconds/rolling_window_seconds and the timeline object.

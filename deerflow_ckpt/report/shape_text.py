@@ -6,9 +6,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import RULES, Severity
-from deerflow_ckpt.scan import ScanReport
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 # Unprovable lineages named in the text report (json lists more).

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
@@ -25,35 +25,14 @@ from deerflow_ckpt.analysis.shape import (
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.rules import RuleCode, Severity
-from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.readers import LineageReader, open_reader
+from deerflow_ckpt.store.records import Backend
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget
 
 if TYPE_CHECKING:
     from deerflow_ckpt.store.history import SqliteLineageHistories
     from deerflow_ckpt.store.messages import LineageHistory
-
-
-class LineageReader(Protocol):
-    def lineages(self, selection: ThreadSelection = ...) -> Iterator[Lineage]: ...
-
-    def split_points(self, parts: int) -> list[str]: ...
-
-    def threads_since(self, boundary: str) -> list[str]: ...
-
-
-def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageReader, Backend]:
-    """The read-only reader for a target; drivers are imported only here.
-
-    `sizes=False` lets a reader skip stored sizes that cost extra to read (verify-shape reports none).
-    """
-    if isinstance(target, SqliteTarget):
-        from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
-
-        return SqliteCheckpointReader(target), Backend.SQLITE
-    from deerflow_ckpt.store.postgres import PostgresCheckpointReader
-
-    return PostgresCheckpointReader(target, sizes=sizes), Backend.POSTGRES
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,32 @@
+"""Opening a checkpoint database for reading lineages: the one entry every command's core goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.selection import ThreadSelection
+from deerflow_ckpt.store.source import DatabaseTarget, SqliteTarget
+
+
+class LineageReader(Protocol):
+    def lineages(self, selection: ThreadSelection = ...) -> Iterator[Lineage]: ...
+
+    def split_points(self, parts: int) -> list[str]: ...
+
+    def threads_since(self, boundary: str) -> list[str]: ...
+
+
+def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageReader, Backend]:
+    """The read-only reader for a target; drivers are imported only here.
+
+    `sizes=False` lets a reader skip stored sizes that cost extra to read (verify-shape reports none).
+    """
+    if isinstance(target, SqliteTarget):
+        from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+        return SqliteCheckpointReader(target), Backend.SQLITE
+    from deerflow_ckpt.store.postgres import PostgresCheckpointReader
+
+    return PostgresCheckpointReader(target, sizes=sizes), Backend.POSTGRES
