@@ -44,28 +44,44 @@ class ScanRequest:
     thread_id: str | None = None
 
 
-@dataclass
-class ScanReport:
-    database: str
-    found_via: str
-    backend: Backend
-    expected_cadence: int | None
-    cadence_source: str
-    superstep_bound: int
+@dataclass(kw_only=True)
+class ScanTally:
+    """What a scan counts, for one worker's share of the threads and for the whole database alike."""
+
     threads: int = 0
     lineages: int = 0
     checkpoints: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     inferred_cadences: Counter[int] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
+    proof: ProofSummary | None = None
+
+    def add(self, other: ScanTally) -> None:
+        self.threads += other.threads
+        self.lineages += other.lineages
+        self.checkpoints += other.checkpoints
+        self.kinds.update(other.kinds)
+        self.inferred_cadences.update(other.inferred_cadences)
+        self.findings.extend(other.findings)
+        if other.proof is not None:
+            self.proof = self.proof or ProofSummary()
+            self.proof.merge(other.proof)
+
+
+@dataclass(kw_only=True)
+class ScanReport(ScanTally):
+    database: str
+    found_via: str
+    backend: Backend
+    expected_cadence: int | None
+    cadence_source: str
+    superstep_bound: int
     # Which cadence was in force when, from every conversation's epochs (None before the scan ends).
     timeline: Timeline | None = None
     # The --since boundary (a checkpoint id: ids sort by write time), if any.
     since: str | None = None
     # Postgres: which saver generation set the tables up (checkpoint_migrations against the installed saver).
     saver_setup: str | None = None
-    # verify-shape --deep: what the proof of the stored message lists found (None without --deep).
-    proof: ProofSummary | None = None
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -97,22 +113,15 @@ def conversation(results: list[LineageResult]) -> LineageResult:
     return next((result for result in results if result.lineage.checkpoint_ns == CONVERSATION_NS), results[0])
 
 
-@dataclass
-class _Share:
-    """What one worker found in its range of threads."""
+@dataclass(kw_only=True)
+class _Share(ScanTally):
+    """What one worker found in its range of threads (`proof`: verify-shape --deep's, None without it)."""
 
-    threads: int = 0
-    lineages: int = 0
-    checkpoints: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
-    inferred_cadences: Counter[int] = field(default_factory=Counter)
-    findings: list[Finding] = field(default_factory=list)
     # Conversation CK201/CK202, judged in time once the whole timeline is known.
     provisional: list[Finding] = field(default_factory=list)
     # Conversation epochs without their first-time fronts, which are kept per bounds (all a class asks).
     epochs: list[Epoch] = field(default_factory=list)
     first_evidence: FirstSink = field(default_factory=dict)
-    proof: ProofSummary | None = None
 
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
@@ -320,17 +329,9 @@ def scan(
     provisional: list[Finding] = []
     first_evidence: FirstSink = {}
     for share in _run_shares(request, _selections(reader, request, jobs), progress, start_method):
-        report.threads += share.threads
-        report.lineages += share.lineages
-        report.checkpoints += share.checkpoints
-        report.kinds.update(share.kinds)
-        report.inferred_cadences.update(share.inferred_cadences)
-        report.findings.extend(share.findings)
+        report.add(share)
         epochs.extend(share.epochs)
         provisional.extend(share.provisional)
-        if share.proof is not None:
-            report.proof = report.proof or ProofSummary()
-            report.proof.merge(share.proof)
         for bounds, evidence in share.first_evidence.items():
             first_evidence.setdefault(bounds, FirstEvidence()).merge(evidence)
     if request.thread_id is not None and report.threads == 0:
