@@ -1,12 +1,13 @@
 """What `ckpt inspect` knows about a thread: snapshot intervals, the cadence its writers used, the bytes
 it stores by kind, and what another snapshot cadence K would have cost it (pure: records in, values out).
 
-Counting follows storage-contract.md §6: physical snapshot steps only (never a Postgres checkpoint that
-inherits an earlier snapshot's version), intervals in message-writing steps by the counters and along
-the chain, cadence bounds [max updates + 1, min cadence-triggered interval]. Sizes are the stored column
-lengths DeerFlow's benchmark counts. The what-if replays this lineage's own message writes under another
-K: a snapshot at every K-th message-writing step holds every message written so far, framed the way the
-saver frames it, so for an append-only thread it matches a database written at that K byte for byte.
+Counting follows docs/storage-model.md, "Intervals and cadence": physical snapshot steps only (never a
+Postgres checkpoint that inherits an earlier snapshot's version), intervals in message-writing steps by the
+counters and along the chain, cadence bounds [max updates + 1, min cadence-triggered interval]. Sizes are
+the stored column lengths DeerFlow's benchmark counts. The what-if replays this lineage's own message
+writes under another K: a snapshot at every K-th message-writing step holds every message written so far,
+framed the way the saver frames it, so for an append-only thread it matches a database written at that K
+byte for byte.
 """
 
 from __future__ import annotations
