@@ -5,7 +5,7 @@ Run by hand, never from the tests:
     python -m benchmarks.bench_startup --rounds 21 [--config FILE ...] [--importtime]
 
 Each round runs every command once in a fresh process, in turn, so a busy machine slows all of them
-alike; the medians and their ratios to `python -c "import typer"` (the issue's baseline) and to a
+alike; the medians and their ratios to `python -c "import typer"` (the start-up baseline) and to a
 two-command typer app (the floor any typer CLI pays: typer builds its parameter converters on first
 parse) are printed. `--config` adds `migrate-config --check FILE` runs (a large real config, say);
 `--importtime` prints the slowest imports of `migrate-config --check` from `python -X importtime`.

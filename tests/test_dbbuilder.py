@@ -191,7 +191,7 @@ def test_faults_and_events_name_stored_checkpoints(built: BuiltDatabase) -> None
 
 
 def _snapshot_step(write_no: int) -> int:
-    """storage-contract.md section 3: with 2 writes per turn, write n lands on this step."""
+    """docs/storage-model.md, "A turn on disk": with 2 writes per turn, write n lands on this step."""
     return 3 * (write_no - 1) // 2 if write_no % 2 else 3 * write_no // 2 - 2
 
 
@@ -210,7 +210,7 @@ def test_clean_delta_snapshots_land_where_the_contract_says(built: BuiltDatabase
 
 def test_k3_layout_matches_storage_contract_table(built: BuiltDatabase) -> None:
     rows = physical(built, "clean-delta-k3")
-    table = {  # step: counters (None = snapshot step), from storage-contract.md section 3, K=3
+    table = {  # step: counters (None = snapshot step), docs/storage-model.md, "A turn on disk", K=3
         -1: [0, 1], 0: [1, 2], 1: [2, 3], 2: [2, 4], 3: None, 4: [1, 1],
         5: [1, 2], 6: [2, 3], 7: None, 8: [0, 1], 9: [1, 2], 10: [2, 3], 11: [2, 4], 12: None,
     }  # fmt: skip

@@ -1,4 +1,4 @@
-"""What attacking ckpt found (issue 13), each point tested the way the attack was made."""
+"""What attacking ckpt found, each point tested the way the attack was made (README, "Security model and limits")."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The manifest records every put (its parent, counters and whether it stored a _DeltaSnapshot) and every
 messages write as the saver received them, before any fault was injected. The expected intervals,
 bounds, inferred K, replay depths and open tail are worked out here from those records by the
-storage contract's definitions (§6), never read from the database and never hard-coded.
+definitions in docs/storage-model.md, "Intervals and cadence", never read from the database and never
+hard-coded.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class SnapshotTruth:
 
 @dataclass(frozen=True)
 class LineageTruth:
-    """What the storage contract says a lineage shows, worked out from the manifest."""
+    """What docs/storage-model.md says a lineage shows, worked out from the manifest."""
 
     snapshots: list[SnapshotTruth]
     message_writing_steps: int

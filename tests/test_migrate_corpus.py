@@ -1,8 +1,9 @@
 """Every case under fixtures/configs/ through migrate_config_bytes and through the CLI, exact bytes.
 
 Each case directory holds `input.yaml`, `case.json` (expected status and diagnostics) and, for cases that
-migrate, `expected.yaml`, written by hand from the issue and docs/yaml-migration.md, never copied from
-the tool's output. Refusals, failures and no-ops have no expected.yaml: their output is the input.
+migrate, `expected.yaml`, written by hand from the README ("`ckpt migrate-config`") and docs/architecture.md
+("migrate-config: the minimal edit"), never copied from the tool's output. Refusals, failures and no-ops
+have no expected.yaml: their output is the input.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from deerflow_ckpt.rules import Severity
 from tests.deerflow_reference import legacy_shim
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
-SEED = Path("/work/shared/seeds/snapshot-cadence.txt")
+SEED = Path(__file__).resolve().parents[1] / "docs" / "deerflow-config.md"
 FLAT = "checkpoint_delta_snapshot_frequency"
 BOM = b"\xef\xbb\xbf"
 STATUSES = {status.value for status in MigrationStatus}
@@ -286,7 +287,8 @@ def test_cli_check(case: Case, tmp_path: Path) -> None:
 
 
 def test_warning_strings_are_the_verbatim_spec_text() -> None:
-    """config/messages.py must hold exactly the three warnings the spec quotes (snapshot-cadence.txt)."""
+    """config/messages.py must hold exactly DeerFlow's three warnings (docs/deerflow-config.md, "The legacy-key shim
+    and its warnings")."""
     if not SEED.exists():
         pytest.skip(f"{SEED} is not available on this machine")
     text = SEED.read_text(encoding="utf-8")

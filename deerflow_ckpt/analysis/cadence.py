@@ -1,8 +1,9 @@
-"""Snapshot steps, their intervals and triggers, and the cadence bounds they imply (storage-contract §6).
+"""Snapshot steps, their intervals and triggers, and the cadence bounds they imply.
 
 Two interval methods: the counters (`updates` of the parent plus whether this step wrote) and the chain
 (message-writing steps counted along parent links since the previous stored seed). They agree on
-healthy threads; where they differ, something was removed.
+healthy threads; where they differ, something was removed. The facts: docs/storage-model.md, "Intervals and
+cadence".
 """
 
 from __future__ import annotations

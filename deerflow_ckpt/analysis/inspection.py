@@ -1,9 +1,10 @@
 """What `ckpt inspect` knows about a thread: snapshot intervals, the cadence its writers used, its cadence
 epochs, the bytes it stores by kind and the what-if (pure: records in, values out).
 
-Counting follows docs/storage-model.md: physical snapshot steps only (never a Postgres checkpoint
-that inherits an earlier snapshot's version), intervals in message-writing steps by the counters and along
-the chain, cadence bounds [max updates + 1, min cadence-triggered interval].
+Counting follows docs/storage-model.md, "Intervals and cadence": physical snapshot steps only (never a
+Postgres checkpoint that inherits an earlier snapshot's version), intervals in message-writing steps by the
+counters and along the chain, cadence bounds [max updates + 1, min cadence-triggered interval]. Sizes are
+the stored column lengths DeerFlow's benchmark counts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`ckpt inspect`'s JSON documents (versioned schema, stable key order).
 
-Histograms follow cli-conventions.md: `count`, `sum`, `min`, `max` exact, and `buckets` of
+Histograms follow docs/architecture.md, "Reports": `count`, `sum`, `min`, `max` exact, and `buckets` of
 `{lower (inclusive), upper (exclusive, null when unbounded), count}`.
 """
 

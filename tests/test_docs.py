@@ -1,0 +1,136 @@
+"""Every document the code cites is in this repository, and every section it names is there.
+
+The facts the code relies on live in docs/ (docs/architecture.md, docs/storage-model.md, docs/rules.md and
+the pages beside them). A docstring or comment citing a document kept anywhere else (a shared drive, an
+issue tracker) points readers at something they cannot open, and so does a `docs/...md` that was renamed.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from deerflow_ckpt.rules import RULES
+
+THIS = Path(__file__).resolve()
+REPO = THIS.parents[1]
+DOCS = REPO / "docs"
+# Where citations are checked: the package, its tests, fixtures, scripts and benchmarks.
+SCOPES = ("deerflow_ckpt", "tests", "fixtures", "scripts", "benchmarks")
+TEXT_SUFFIXES = frozenset({".py", ".pyi", ".c", ".h", ".sh", ".md", ".txt", ".json", ".yaml", ".yml", ".toml"})
+SKIPPED_DIRS = frozenset({"__pycache__", ".venv", ".git", ".hypothesis", ".pytest_cache", ".mypy_cache"})
+# Phrases that cite what is not in the repository, wherever they appear (code strings included).
+OUTSIDE = re.compile(
+    r"\bthe issue\b|\bissues? #?\d+|\.\./shared\b|/work/shared\b|\bthe spec\b|\bstorage contract\b|§"
+    # The outside documents by name, with or without their extension.
+    r"|\b(?:storage-contract|storage-growth|cli-conventions|deerflow-contracts|notes-on-issues|yaml-migration"
+    r"|snapshot-cadence)\b",
+    re.IGNORECASE,
+)
+DOCUMENT = re.compile(r"(?<![\w./-])((?:\.{0,2}/)?[\w-]+(?:/[\w.-]+)*\.(?:md|txt))\b")
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]+?\.md\b")
+# A document and the section it names: `docs/x.md, "Title"` or a Markdown link `(x.md), "Title"`.
+SECTION = re.compile(r"([\w./-]+\.md)(?:#[\w-]+)?\)?,\s*\"([^\"]+)\"")
+HEADING = re.compile(r"^#+\s+(.+?)\s*$", re.MULTILINE)
+
+
+def _files(roots: tuple[str, ...]) -> Iterator[Path]:
+    for root in roots:
+        for path in sorted((REPO / root).rglob("*")):
+            # This file spells out the patterns it looks for.
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and not SKIPPED_DIRS & set(path.parts) and path != THIS:
+                yield path
+
+
+@cache
+def _repo_names() -> frozenset[str]:
+    """Base names of every file in the repository (outside tool and build directories)."""
+    return frozenset(
+        path.name
+        for path in REPO.rglob("*")
+        if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(REPO).parts) and ".egg-info" not in str(path)
+    )
+
+
+def _prose(path: Path, text: str) -> str:
+    """What people read in a file: a Python file's comments and docstrings, any other file whole."""
+    if path.suffix not in (".py", ".pyi"):
+        return text
+    parts = [
+        token.string for token in tokenize.generate_tokens(io.StringIO(text).readline) if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring:
+                parts.append(docstring)
+    return "\n".join(parts)
+
+
+def _exists(name: str, citing: Path) -> bool:
+    if "/" not in name:
+        return name in _repo_names()
+    relative = name.removeprefix("./")
+    return (REPO / relative).is_file() or (citing.parent / relative).is_file()
+
+
+def _flat(text: str) -> str:
+    """Text with line breaks (and comment markers continuing a sentence) as single spaces."""
+    return re.sub(r"\s*\n\s*(?:#\s*)?", " ", text)
+
+
+@cache
+def _headings(document: Path) -> frozenset[str]:
+    return frozenset(title.strip("`") for title in HEADING.findall(document.read_text(encoding="utf-8")))
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+@pytest.mark.parametrize("path", list(_files(SCOPES)), ids=_relative)
+def test_cites_only_documents_in_the_repository(path: Path) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    problems = [f"cites {found.group(0)!r}" for found in OUTSIDE.finditer(text)]
+    prose = URL.sub("", _prose(path, text))
+    problems += [f"cites {name!r}, not a file here" for name in DOCUMENT.findall(prose) if not _exists(name, path)]
+    assert not problems, f"{_relative(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", [REPO / "README.md", *sorted(DOCS.glob("*.md")), *_files(SCOPES)], ids=_relative)
+def test_docs_references_exist_with_their_sections(path: Path) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    prose = _flat(URL.sub("", _prose(path, text)))
+    problems = [f"{name} does not exist" for name in DOCS_PATH.findall(prose) if not (REPO / name).is_file()]
+    for name, title in SECTION.findall(prose):
+        document = next(
+            (
+                candidate
+                for candidate in (REPO / name, path.parent / name)
+                if candidate.is_file() and candidate.resolve().parent == DOCS
+            ),
+            None,
+        )
+        if document is not None and title not in _headings(document):
+            problems.append(f"{name} has no section {title!r}")
+    assert not problems, f"{_relative(path)}: " + "; ".join(problems)
+
+
+def test_rules_page_covers_the_registry() -> None:
+    """docs/rules.md explains every registry rule, and no rule the registry does not have."""
+    documented = set(re.findall(r"^### (CK\d{3})$", (DOCS / "rules.md").read_text(encoding="utf-8"), re.MULTILINE))
+    assert documented == set(RULES)
+
+
+def test_readme_links_the_docs() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for page in ("architecture.md", "storage-model.md", "rules.md"):
+        assert f"(docs/{page})" in readme, page
