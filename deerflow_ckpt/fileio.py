@@ -25,7 +25,22 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 class ConfigReadError(Exception):
-    """A config file that cannot be read; the message says why, without the path."""
+    """A config file that cannot be read; the message says why, without the path: callers print
+    "PATH: message", the one wording every command uses for a file it cannot read."""
+
+
+NO_SUCH_FILE = "no such file"
+IS_A_DIRECTORY = "is a directory, not a config file"
+NOT_REGULAR = "is not a regular file (a device, FIFO or socket), not a config file"
+
+
+def config_file_problem(path: Path) -> str | None:
+    """Why `path` is no config file, in read_config_file's words, or None when it is a regular file."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return IS_A_DIRECTORY
+    return NOT_REGULAR if path.exists() else NO_SUCH_FILE
 
 
 def read_config_file(path: Path) -> bytes:
@@ -33,21 +48,21 @@ def read_config_file(path: Path) -> bytes:
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise ConfigReadError("no such file") from None
+        raise ConfigReadError(NO_SUCH_FILE) from None
     except IsADirectoryError:
-        raise ConfigReadError("it is a directory, not a config file") from None
+        raise ConfigReadError(IS_A_DIRECTORY) from None
     except OSError as exc:
         raise ConfigReadError(exc.strerror or str(exc)) from None
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
         os.close(descriptor)
         if stat.S_ISDIR(status.st_mode):
-            raise ConfigReadError("it is a directory, not a config file")
-        raise ConfigReadError("it is not a regular file (a device, FIFO or socket); give a config file")
+            raise ConfigReadError(IS_A_DIRECTORY)
+        raise ConfigReadError(NOT_REGULAR)
     with os.fdopen(descriptor, "rb") as stream:
         data = stream.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigReadError(f"it is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB, more than any config.yaml")
+        raise ConfigReadError(f"is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB, more than any config.yaml")
     return data
 
 

@@ -30,7 +30,7 @@ def test_debug_prints_the_real_traceback_wherever_it_is_given(tmp_path: Path) ->
         result = runner.invoke(app, args)
         assert result.exit_code == 2
         assert "Traceback (most recent call last)" in result.stderr and "NoneType: None" not in result.stderr
-        assert "StoreError: no SQLite database at" in result.stderr
+        assert f"StoreError: {missing}: no such file" in result.stderr
     quiet = runner.invoke(app, ["verify-shape", "--db", missing])
     assert quiet.exit_code == 2 and "Traceback" not in quiet.stderr
 

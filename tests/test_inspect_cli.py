@@ -70,7 +70,8 @@ def test_text_report(built: BuiltDatabase) -> None:
         assert expected in out
     assert "█" in out
     assert "\x1b[" not in out  # not a terminal: no escape codes at all
-    assert "inspecting" in result.stderr and "inspecting" not in out
+    # The database is named once, in the report (which describes itself when saved), not again on stderr.
+    assert out.startswith("Inspected ") and "inspecting" not in result.stderr
 
 
 def test_json_document(built: BuiltDatabase) -> None:

@@ -483,7 +483,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
     finally:
         path.chmod(0o644)
     assert result.returncode == 2
-    assert "cannot read" in result.stderr and "Traceback" not in result.stderr
+    assert f"ckpt: error: {path}: Permission denied" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_help_lists_the_modes() -> None:

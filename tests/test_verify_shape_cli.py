@@ -96,7 +96,7 @@ def test_missing_database_is_an_error_and_creates_nothing(tmp_path: Path) -> Non
     missing = tmp_path / "typo.db"
     code, out, err = ckpt("verify-shape", "--db", str(missing))
     assert code == 2 and out == ""
-    assert "no SQLite database" in err and "Traceback" not in err
+    assert f"ckpt: error: {missing}: no such file\n" in err and "Traceback" not in err
     assert not missing.exists()
 
 

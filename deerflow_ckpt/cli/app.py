@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 
 from deerflow_ckpt import __version__
+from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.redact import redact
@@ -54,6 +55,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Argument(TyperArgument):
+    """An argument listed in --help under its metavar alone."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        # typer appends the Python type even to an argument with a metavar ("PATH <list[str]>").
+        return None if self.metavar is not None else super().display_type_rich(ctx)
+
+
+def _helpful(command: Command) -> Command:
+    """`command` and its subcommands with every argument shown as its metavar (no Python type beside it),
+    and each subcommand listed under its help's whole first paragraph (click cuts it at 45 characters)."""
+    for param in command.params:
+        if type(param) is TyperArgument:
+            param.__class__ = _Argument
+    for sub in getattr(command, "commands", {}).values():
+        if sub.short_help is None and sub.help:
+            sub.short_help = " ".join(sub.help.split("\n\n", 1)[0].split())
+        _helpful(sub)
+    return command
+
+
 def load_command(name: str) -> Command | None:
     """The click command `name`, built from its module on first use; None for an unknown name."""
     if name not in COMMANDS:
@@ -64,7 +86,7 @@ def load_command(name: str) -> Command | None:
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     command.short_help = summary
-    return command
+    return _helpful(command)
 
 
 class _CkptGroup(TyperGroup):
@@ -93,6 +115,8 @@ class _CkptGroup(TyperGroup):
         return result
 
     def invoke(self, ctx: Any) -> Any:
+        # -q is per run: a command without it, or the next run in the same process, is not quiet.
+        set_quiet(False)
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, _CLICK_EXCEPTION):
@@ -107,6 +131,8 @@ class _CkptGroup(TyperGroup):
             trace = traceback.format_exc() if _wants_traceback(ctx) else ""
             if not trace:
                 message += " (run with --debug for the traceback)"
+        finally:
+            set_quiet(False)
         if trace:
             sys.stderr.write(redact(trace))
         sys.stderr.write(redact(one_line(message)) + "\n")
@@ -148,7 +174,7 @@ def _print_version(value: bool) -> None:
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help=f"Print tracebacks for errors (also ${DEBUG_ENV}=1)."),
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        False, "-V", "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """The operator's command line for DeerFlow checkpoint storage.

@@ -45,16 +45,42 @@ class ReportFormat(StrEnum):
 
 
 FORMAT_HELP = "text; json (versioned); github (workflow annotations, plus $GITHUB_STEP_SUMMARY); sarif (2.1.0)."
-FORMAT_OPTION = typer.Option(ReportFormat.text, "--format", help=FORMAT_HELP)
-FAIL_ON_OPTION = typer.Option(Severity.ERROR, "--fail-on", help="Lowest severity that makes the exit code 1.")
+# Choices get a domain metavar and are listed in the help: typer would show "<text|json|...>" otherwise.
+FORMAT_OPTION = typer.Option(ReportFormat.text, "--format", metavar="FORMAT", help=FORMAT_HELP)
+FAIL_ON_OPTION = typer.Option(
+    Severity.ERROR,
+    "--fail-on",
+    metavar="SEVERITY",
+    help="Lowest severity that makes the exit code 1: error, warning or info.",
+)
 EXIT_ZERO_OPTION = typer.Option(
     False, "--exit-zero", help="Exit 0 even when findings exist (2 still means the command could not run)."
 )
 COLOR_OPTION = typer.Option(
-    ColorChoice.auto, "--color", help="Colour in text output: auto honours the terminal, NO_COLOR and FORCE_COLOR."
+    ColorChoice.auto,
+    "--color",
+    metavar="WHEN",
+    help="Colour in text output: auto (a terminal only; honours NO_COLOR and FORCE_COLOR), always or never.",
 )
 OUTPUT_OPTION = typer.Option(
-    None, "--output", metavar="FILE", help="Write the report to this file instead of stdout.", show_default=False
+    None, "-o", "--output", metavar="FILE", help="Write the report to this file instead of stdout.", show_default=False
+)
+
+
+def _set_quiet(value: bool) -> bool:
+    from deerflow_ckpt.cli.console import set_quiet
+
+    set_quiet(value)
+    return value
+
+
+QUIET_OPTION = typer.Option(
+    False,
+    "-q",
+    "--quiet",
+    callback=_set_quiet,
+    help="Leave out the informational lines on stderr (the file or database chosen and why, the .env read, "
+    "progress); errors, warnings and results are still printed.",
 )
 
 

@@ -41,3 +41,23 @@ def stderr_console(color: bool | None = None) -> Console:
 def message(line: str) -> None:
     """One plain line on stderr."""
     sys.stderr.write(line + "\n")
+
+
+# -q/--quiet, set by the option's callback when a command parses its arguments (and reset by the app
+# around every invocation, so one run's -q never carries into the next in the same process).
+_quiet = False
+
+
+def set_quiet(value: bool) -> None:
+    global _quiet
+    _quiet = value
+
+
+def is_quiet() -> bool:
+    return _quiet
+
+
+def info(line: str) -> None:
+    """An informational line on stderr (what was chosen and why): -q/--quiet leaves it out."""
+    if not _quiet:
+        message(line)

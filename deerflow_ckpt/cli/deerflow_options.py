@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.cli.console import message
+from deerflow_ckpt.cli.console import info, message
 from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.report.printable import printable
@@ -28,7 +28,7 @@ def deerflow_environment(deerflow_root: Path | None, config: Path | None = None)
     environment = process_environment(deerflow_root, config)
     # Names and paths from a file anyone can write: escaped before they reach a terminal.
     if environment.dotenv is not None:
-        message(f"ckpt: {printable(environment.describe_dotenv())}")
+        info(f"ckpt: {printable(environment.describe_dotenv())}")
     if environment.problem is not None:
         message(f"ckpt: warning: {printable(environment.problem)}")
     return environment
@@ -37,5 +37,5 @@ def deerflow_environment(deerflow_root: Path | None, config: Path | None = None)
 def default_config(environment: DeerFlowEnvironment) -> Path:
     """config.yaml found the way DeerFlow finds it, named on stderr (for commands given no file)."""
     located = locate_config(None, environment.variables, Path.cwd(), environment.install)
-    message(f"ckpt: using {located.path} (found via {located.found_via})")
+    info(f"ckpt: using {located.path} (found via {located.found_via})")
     return located.path

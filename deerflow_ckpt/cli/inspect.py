@@ -18,7 +18,7 @@ import typer
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import message, stderr_console, stdout_console
+from deerflow_ckpt.cli.console import info, is_quiet, stderr_console, stdout_console
 from deerflow_ckpt.errors import StoreError
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ MAX_SUPERSTEPS_OPTION = typer.Option(
     metavar="N",
     help="LangGraph's superstep bound (forced snapshots).",
 )
-FORMAT_OPTION = typer.Option(InspectFormat.text, "--format", help="text, json or csv (the histograms).")
+FORMAT_OPTION = typer.Option(
+    InspectFormat.text, "--format", metavar="FORMAT", help="text, json or csv (the histograms)."
+)
 
 
 def parse_what_if(value: str | None) -> tuple[int, ...] | None:
@@ -80,7 +82,10 @@ def _open(
     settings: Callable[[int | None], InspectSettings],
     timeouts: tuple[str, str | None] = ("120s", None),
     deerflow_root: Path | None = None,
+    announce: bool = False,
 ) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
+    """The reader, the scope and the target; `announce` names the database on stderr, for a format whose
+    report does not (text and json say which database they describe)."""
     from deerflow_ckpt.analysis.inspection import InspectionScope
     from deerflow_ckpt.store.readers import open_reader
 
@@ -88,7 +93,8 @@ def _open(
         database_options.select(db, schema, config, cadence, immutable, deerflow_root), *timeouts
     )
     target = selection.choice.target
-    message(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
+    if announce:
+        info(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
     reader, backend = open_reader(target)
     scope = InspectionScope(
         target.describe(),
@@ -231,7 +237,10 @@ def thread(
     ),
     top: int | None = typer.Option(None, "--top", min=1, metavar="N", help="Inspect the N heaviest threads instead."),
     by: RankChoice = typer.Option(
-        "size", "--by", help="What --top ranks by: stored bytes, checkpoints, or the largest replay depth."
+        "size",
+        "--by",
+        metavar="METRIC",
+        help="What --top ranks by: size (stored bytes), checkpoints, or replay-depth (the largest replay depth).",
     ),
     all_threads: bool = typer.Option(False, "--all", help="Inspect every thread."),
     deep: bool = typer.Option(
@@ -264,6 +273,7 @@ def thread(
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
 ) -> None:
     """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
 
@@ -286,6 +296,7 @@ def thread(
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
         (network_timeout, statement_timeout),
         deerflow_root,
+        announce=output_format is InspectFormat.csv,
     )
     if deep and not thread_ids:
         raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
@@ -296,7 +307,7 @@ def thread(
             named = [_with_proof(inspected, target, namespace) for inspected in named]
         _emit(iter(named), scope, output_format, color)
         return
-    show = output_format is InspectFormat.text and sys.stderr.isatty()
+    show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
     with _ThreadCounter(show) as tick:
         every = _every_thread(reader, scope.backend, scope.settings, namespace, tick)
         if top is not None:
@@ -330,6 +341,7 @@ def summary(
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.inspection import InspectSettings
@@ -349,9 +361,10 @@ def summary(
         lambda expected: InspectSettings(expected, (), max_supersteps, timeline_settings),
         (network_timeout, statement_timeout),
         deerflow_root,
+        announce=output_format is InspectFormat.csv,
     )
     result = DatabaseSummary(heaviest_limit=heaviest)
-    show = output_format is InspectFormat.text and sys.stderr.isatty()
+    show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
     with _ThreadCounter(show) as tick:
         for inspected in _every_thread(reader, scope.backend, scope.settings, None, tick):
             result.add(inspected)

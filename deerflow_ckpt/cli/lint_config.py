@@ -36,6 +36,7 @@ def lint_config(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     assume_set: list[str] = typer.Option(
         [],

@@ -61,17 +61,20 @@ def migrate_config(
         "what config.yaml.bak gave DeerFlow (one value edited), then move the legacy key.",
     ),
     stdin_filename: str = typer.Option(
-        STDIN, "--stdin-filename", help="Name to report for standard input.", show_default=False
+        STDIN, "--stdin-filename", metavar="NAME", help="Name to report for standard input.", show_default=False
     ),
     output_format: ReportFormat = typer.Option(
         ReportFormat.text,
         "--format",
+        metavar="FORMAT",
         help="text; json (one result object per file); github (workflow annotations, plus "
-        "$GITHUB_STEP_SUMMARY); sarif (2.1.0). Machine formats replace the diff or file on stdout.",
+        "$GITHUB_STEP_SUMMARY); sarif (2.1.0). Machine formats replace the diff or file on stdout and "
+        "change only what is printed: without --check, --diff or --stdout the files are still rewritten in place.",
     ),
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
 ) -> None:
     """Rewrite database.checkpoint_delta_snapshot_frequency into database.checkpoint_delta.snapshot_frequency.
@@ -101,11 +104,15 @@ def migrate_config(
     colored_diff = output_format is ReportFormat.text and diff and _stdout_in_colour(color)
 
     for outcome in outcomes:
+        if output_format is not ReportFormat.text:
+            continue  # machine formats carry every diagnostic in their payload: none is repeated on stderr
+        if outcome.unreadable:
+            message(f"ckpt: error: {outcome.name}: {outcome.result.diagnostics[0].message}")
+            continue
         for diagnostic in outcome.result.diagnostics:
             message(report.diagnostic_line(outcome.name, diagnostic))
-        if output_format is ReportFormat.text:
-            _emit_text_payload(outcome, mode, diff, colored_diff)
-            message(report.summary_line(outcome, mode))
+        _emit_text_payload(outcome, mode, diff, colored_diff)
+        message(report.summary_line(outcome, mode))
     if output_format is not ReportFormat.text:
         machine = ci_options.Report(
             command="migrate-config",

@@ -12,7 +12,7 @@ import typer
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
-from deerflow_ckpt.cli.console import message, stderr_console
+from deerflow_ckpt.cli.console import info, is_quiet, stderr_console
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ def verify_shape(
     fail_on: Severity = ci_options.FAIL_ON_OPTION,
     exit_zero: bool = ci_options.EXIT_ZERO_OPTION,
     color: ci_options.ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     deep: bool = typer.Option(
@@ -76,7 +77,7 @@ def verify_shape(
     selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     ci_options.refuse_output_onto(output, database_options.input_files(selection))
-    message(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
+    info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(
         choice=selection.choice,
         settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),
@@ -84,7 +85,7 @@ def verify_shape(
         thread_id=thread,
     )
     # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
-    show_progress = output_format is ReportFormat.text and sys.stderr.isatty()
+    show_progress = output_format is ReportFormat.text and sys.stderr.isatty() and not is_quiet()
     report = _scan_with_progress(request, jobs, show_progress, color)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import shape_ci, shape_json, shape_text

@@ -53,7 +53,7 @@ def read_configs(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
         try:
             contents.append((str(path), read_config_file(path)))
         except ConfigReadError as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from None
+            raise ConfigError(f"{path}: {exc}") from None
     return contents
 
 

@@ -40,6 +40,8 @@ class FileMigration:
     path: Path | None  # None for standard input
     result: MigrationResult
     written: bool
+    # The file could not be read at all: the error is the command's ("ckpt: error: PATH: no such file").
+    unreadable: bool = False
 
     def exit_code(self, mode: WriteMode) -> ExitCode:
         status = self.result.status
@@ -53,8 +55,9 @@ class FileMigration:
 
 
 def _unreadable(name: str, path: Path | None, message: str) -> FileMigration:
-    error = Diagnostic(Severity.ERROR, None, message)
-    return FileMigration(name, path, MigrationResult(MigrationStatus.FAILED, b"", b"", (error,)), False)
+    # CK500, config DeerFlow cannot load: not the deprecated key a Diagnostic is filed under by default.
+    error = Diagnostic(Severity.ERROR, None, message, rule=RuleCode.CK500)
+    return FileMigration(name, path, MigrationResult(MigrationStatus.FAILED, b"", b"", (error,)), False, True)
 
 
 def migrate_path(
@@ -66,7 +69,7 @@ def migrate_path(
     try:
         raw = read_config_file(path)
     except ConfigReadError as exc:
-        return _unreadable(name, path, f"cannot read: {exc}")
+        return _unreadable(name, path, str(exc))
     result = _restore(path, raw, environ or {}) if restore else migrate_config_bytes(raw, environ)
     if not restore:
         result = _with_backup_warning(path, raw, result, environ or {})

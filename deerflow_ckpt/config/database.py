@@ -140,7 +140,7 @@ def load_database_settings(path: Path, environ: Mapping[str, str]) -> DatabaseSe
     try:
         text = read_config_file(path).decode("utf-8-sig")
     except ConfigReadError as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+        raise ConfigError(f"{path}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text") from exc
     try:

@@ -65,8 +65,10 @@ def locate_config(
 ) -> LocatedConfig:
     """Resolve config.yaml as DeerFlow does; raises ConfigError naming every place tried when nothing is found."""
     if explicit is not None:
-        if not explicit.is_file():
-            raise ConfigError(f"config file not found at {explicit}")
+        from deerflow_ckpt.fileio import config_file_problem
+
+        if (problem := config_file_problem(explicit)) is not None:
+            raise ConfigError(f"{explicit}: {problem}")
         return LocatedConfig(explicit, "the command line")
     from_env = environ.get(CONFIG_PATH_ENV, "")
     if from_env:

@@ -83,11 +83,15 @@ def _is_wal(path: Path) -> bool:
 def _check_openable(path: Path, immutable: bool) -> None:
     """Fail early, with the way out, where SQLite itself would only say "readonly database"."""
     if not path.is_file():
-        raise StoreError(f"no SQLite database at {path}")
+        # The wording every command uses for a path it cannot read: "PATH: no such file".
+        if not path.exists():
+            raise StoreError(f"{path}: no such file")
+        kind = "a directory" if path.is_dir() else "not a regular file (a device, FIFO or socket)"
+        raise StoreError(f"{path}: is {kind}, not a SQLite database")
     try:
         wal = _is_wal(path)
     except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+        raise StoreError(f"{path}: {exc.strerror}") from exc
     shm = path.with_name(path.name + "-shm")
     if wal and not immutable and not shm.exists() and not os.access(path.parent, os.W_OK):
         raise StoreError(

@@ -1,0 +1,123 @@
+"""Conventions every command keeps: one wording for a file that is not there, -q/--quiet leaves out only
+the informational stderr lines, the database inspected is named once, and migrate-config's machine
+formats say each diagnostic once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from deerflow_ckpt.cli.app import app
+from tests.conftest import BuiltDatabase
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+# Both cadence keys, different values: DeerFlow's two warnings, and a file that would change.
+LEGACY = (CONFIGS / "both_differ_1000_vs_10" / "input.yaml").read_bytes()
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def missing_file_commands(missing: Path) -> list[list[str]]:
+    return [
+        ["migrate-config", str(missing)],
+        ["migrate-config", "--check", "--diff", str(missing)],
+        ["lint-config", str(missing)],
+        ["verify-shape", "--config", str(missing)],
+        ["verify-shape", "--db", str(missing)],
+        ["inspect", "thread", "t", "--config", str(missing)],
+        ["inspect", "summary", "--db", str(missing)],
+    ]
+
+
+def test_a_missing_file_reads_the_same_in_every_command(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    for args in missing_file_commands(missing):
+        result = run(*args, "-q")
+        assert result.exit_code == 2, args
+        assert result.stderr == f"ckpt: error: {missing}: no such file\n", args
+        assert result.stdout == "", args
+
+
+def test_a_directory_given_as_config_is_called_a_directory(tmp_path: Path) -> None:
+    for args in (
+        ["migrate-config", str(tmp_path)],
+        ["lint-config", str(tmp_path)],
+        ["verify-shape", "--config", str(tmp_path)],
+        ["inspect", "summary", "--config", str(tmp_path)],
+    ):
+        result = run(*args)
+        assert result.exit_code == 2, args
+        assert result.stderr == f"ckpt: error: {tmp_path}: is a directory, not a config file\n", args
+
+
+def test_a_directory_given_as_database_is_called_a_directory(tmp_path: Path) -> None:
+    result = run("verify-shape", "-q", "--db", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr == f"ckpt: error: {tmp_path}: is a directory, not a SQLite database\n"
+
+
+@pytest.mark.parametrize("command", ["migrate-config", "lint-config"])
+def test_quiet_leaves_out_the_chosen_file_but_not_warnings_or_results(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.yaml").write_bytes(LEGACY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEER_FLOW_CONFIG_PATH", raising=False)
+    monkeypatch.delenv("DEER_FLOW_PROJECT_ROOT", raising=False)
+    args = [command, *(["--check"] if command == "migrate-config" else ["--fail-on", "warning"])]
+    loud, quiet = run(*args), run(*args, "--quiet")
+    assert loud.exit_code == quiet.exit_code == 1
+    assert "ckpt: using " in loud.stderr and "ckpt: using " not in quiet.stderr
+    assert quiet.stdout == loud.stdout
+    assert quiet.stderr == loud.stderr.replace(loud.stderr.split("\n", 1)[0] + "\n", "", 1)
+    if command == "migrate-config":
+        assert "warning: " in quiet.stderr and f"would migrate {tmp_path / 'config.yaml'}" in quiet.stderr
+    else:
+        assert "CK502" in quiet.stdout
+
+
+def test_quiet_is_per_run() -> None:
+    """One run's -q does not silence the next one in the same process."""
+    missing = "/nonexistent/ckpt/config.yaml"
+    assert run("verify-shape", "-q", "--db", missing).stderr.count("\n") == 1
+    assert "ckpt: scanning SQLite" in run("verify-shape", "--db", missing).stderr
+
+
+def test_verify_shape_quiet_keeps_the_report(built_sqlite: BuiltDatabase) -> None:
+    loud = run("verify-shape", "--db", built_sqlite.db)
+    quiet = run("verify-shape", "-q", "--db", built_sqlite.db)
+    assert "ckpt: scanning" in loud.stderr
+    assert quiet.stderr == "" and quiet.stdout == loud.stdout and quiet.exit_code == loud.exit_code == 1
+    assert "Scanned SQLite" in quiet.stdout
+
+
+def test_inspect_names_the_database_once(built_sqlite: BuiltDatabase) -> None:
+    text = run("inspect", "thread", "clean-delta-k3", "--db", built_sqlite.db)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.count(built_sqlite.db) == 1 and built_sqlite.db not in text.stderr
+    # csv has no room for it: there stderr names it, unless -q.
+    csv = run("inspect", "summary", "--db", built_sqlite.db, "--format", "csv")
+    assert csv.exit_code == 0 and f"ckpt: inspecting SQLite {built_sqlite.db}" in csv.stderr
+    assert built_sqlite.db not in csv.stdout
+    quiet = run("inspect", "summary", "--db", built_sqlite.db, "--format", "csv", "-q")
+    assert quiet.stderr == "" and quiet.stdout == csv.stdout
+
+
+@pytest.mark.parametrize("output_format", ["github", "json", "sarif"])
+def test_migrate_config_machine_formats_say_each_diagnostic_once(output_format: str, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_bytes(LEGACY)
+    text = run("migrate-config", "--check", str(config))
+    result = run("migrate-config", "--check", "--format", output_format, str(config))
+    assert text.exit_code == result.exit_code == 1
+    diagnostics = re.findall(rf"^{re.escape(str(config))}:\d+: warning: (.*)$", text.stderr, re.M)
+    assert len(diagnostics) == 2
+    for diagnostic in diagnostics:
+        assert diagnostic not in result.stderr
+        assert result.stdout.count(diagnostic[:60]) == 1, output_format
+    assert config.read_bytes() == LEGACY

@@ -1,0 +1,91 @@
+"""`--help` of every command and subcommand speaks the operator's terms: domain metavars (PATH, FILE, N,
+FORMAT...), never Python type names or typer's `<type>` labels; group listings give whole summaries; the
+short flags the conventions promise exist."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import typer
+import typer.main
+from typer.core import TyperGroup
+from typer.testing import CliRunner
+
+from deerflow_ckpt.cli.app import app
+from tests.test_manpages import contexts
+
+# typer's labels ("<list[str]>", "<text|json>", "<int>") and bare Python type names in a help row.
+PYTHON_TYPES = re.compile(r"<[^>\s]*>|\b(?:list|dict|tuple|set)\[|\b(?:str|int|bool|float|Path|NoneType)\b")
+COMMAND_PATHS = {"ckpt", "ckpt migrate-config", "ckpt lint-config", "ckpt verify-shape", "ckpt inspect"}
+LEAVES = {"ckpt inspect thread", "ckpt inspect summary"}
+
+
+def command_paths() -> list[tuple[str, bool]]:
+    """Every visible command's path, and whether it is a group, walked from the click tree typer builds."""
+    return [(ctx.command_path, isinstance(ctx.command, TyperGroup)) for ctx in contexts()]
+
+
+def help_of(path: str) -> str:
+    result = CliRunner().invoke(app, [*path.split()[1:], "--help"], terminal_width=100)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_the_walk_reaches_every_command() -> None:
+    assert {path for path, _ in command_paths()} == COMMAND_PATHS | LEAVES
+
+
+def test_the_pattern_catches_typer_labels() -> None:
+    for bad in ("PATH <list[str]>", "FILE <list[Path]>", "--stdin-filename <str>", "--format <text|json|csv>"):
+        assert PYTHON_TYPES.search(bad), bad
+    for good in ("PATH", "--db PATH|DSN", "--what-if K,K,...", "the plain integer you mean", "[default: text]"):
+        assert not PYTHON_TYPES.search(good), good
+
+
+@pytest.mark.parametrize("path", sorted(COMMAND_PATHS | LEAVES))
+def test_help_shows_no_python_types(path: str) -> None:
+    text = help_of(path)
+    found = [line for line in text.splitlines() if PYTHON_TYPES.search(line)]
+    assert not found, f"`{path} --help` shows Python types:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", sorted(path for path, group in command_paths() if group))
+def test_group_listings_show_whole_summaries(path: str) -> None:
+    listing = help_of(path).split("Commands:", 1)[1]
+    assert "..." not in listing, listing
+    summaries = re.split(r"\n  \S+ +", "\n" + listing.strip("\n"))[1:]
+    assert summaries and all(" ".join(s.split()).endswith(".") for s in summaries), listing
+
+
+@pytest.mark.parametrize(
+    ("path", "short", "long"),
+    [
+        ("ckpt", "-V", "--version"),
+        *((path, "-q", "--quiet") for path in sorted(COMMAND_PATHS - {"ckpt", "ckpt inspect"} | LEAVES)),
+        ("ckpt lint-config", "-o", "--output"),
+        ("ckpt verify-shape", "-o", "--output"),
+    ],
+)
+def test_short_flags(path: str, short: str, long: str) -> None:
+    assert re.search(rf"^\s+{short}, {long}\b", help_of(path), re.M)
+
+
+def test_every_output_option_has_its_short_form() -> None:
+    def visit(command: Any) -> list[list[str]]:
+        opts = [param.opts for param in command.params if "--output" in param.opts]
+        for sub in getattr(command, "commands", {}).values():
+            opts += visit(sub)
+        return opts
+
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root, info_name="ckpt")
+    assert isinstance(root, TyperGroup)
+    outputs = [opts for name in root.list_commands(ctx) for opts in visit(root.get_command(ctx, name))]
+    assert outputs and all("-o" in opts for opts in outputs), outputs
+
+
+def test_version_short_flag() -> None:
+    result = CliRunner().invoke(app, ["-V"])
+    assert result.exit_code == 0 and result.stdout.startswith("ckpt ")
