@@ -1,30 +1,18 @@
-"""Options every reporting command shares for CI: --fail-on, --exit-zero, --color, --output, and delivery.
-
-Payload goes to stdout (or --output); everything else goes to stderr.
-"""
+"""Options every reporting command shares for CI: --format, --fail-on, --exit-zero, --color, --output,
+--quiet, and the exit code they decide. Where the report goes is cli/delivery.py."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-WORKSPACE_ENV = "GITHUB_WORKSPACE"
+    pass
 
 
 class ColorChoice(StrEnum):
@@ -87,94 +75,3 @@ QUIET_OPTION = typer.Option(
 def findings_exit(failing: bool, exit_zero: bool) -> ExitCode:
     """1 when findings at or above --fail-on exist, unless --exit-zero."""
     return ExitCode.FINDINGS if failing and not exit_zero else ExitCode.CLEAN
-
-
-def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) -> None:
-    """Refuse an --output that is one of the command's inputs (the same file, through any path or link)."""
-    if output is None:
-        return
-    for path, what in inputs:
-        # The same name (a database's -wal need not exist yet), or the same file under another name or link.
-        same = output.resolve() == path.resolve()
-        if not same and output.exists() and path.exists():
-            same = os.path.samefile(output, path)
-        if same:
-            raise OutputError(f"--output {output} is {what} {path}: the report would overwrite it; write it elsewhere")
-
-
-def deliver(text: str, output: Path | None) -> None:
-    """The payload to stdout, or to --output (written atomically: the old bytes or the whole report)."""
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from deerflow_ckpt.fileio import write_atomically
-
-    if output.is_dir():
-        raise OutputError(f"cannot write {output}: it is a directory")
-    write_atomically(output, text.encode("utf-8"))
-
-
-def deliver_github(command: str, annotations: Sequence[Annotation], output: Path | None, headline: str) -> None:
-    """Workflow commands as the payload, and the full list appended to $GITHUB_STEP_SUMMARY when set."""
-    from deerflow_ckpt.report.github import step_summary, workflow_commands
-
-    deliver(workflow_commands([_workspace_relative(annotation) for annotation in annotations]), output)
-    summary_path = os.environ.get(STEP_SUMMARY_ENV)
-    if not summary_path:
-        return
-    try:
-        with open(summary_path, "a", encoding="utf-8") as summary:
-            summary.write(step_summary(command, annotations, headline))
-    except OSError as exc:
-        raise OutputError(f"cannot append to ${STEP_SUMMARY_ENV} ({summary_path}): {exc.strerror or exc}") from exc
-
-
-def _workspace_relative(annotation: Annotation) -> Annotation:
-    """GitHub attaches a file annotation to the diff only when its path is relative to the workspace."""
-    spot = annotation.where
-    if not isinstance(spot, FileSpot) or spot.path == "-":
-        return annotation
-    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.cwd()).resolve()
-    try:
-        relative = (Path.cwd() / spot.path).resolve().relative_to(workspace)
-    except (ValueError, OSError):
-        return annotation
-    return replace(annotation, where=replace(spot, path=relative.as_posix()))
-
-
-@dataclass(frozen=True)
-class Report:
-    """What a reporting command hands to emit_report; only the chosen format's renderer is called."""
-
-    command: str
-    headline: str
-    annotations: Callable[[], Sequence[Annotation]]
-    json_document: Callable[[], str]
-    render_text: Callable[[Console], None]
-
-
-def emit_report(
-    report: Report, output_format: ReportFormat, output: Path | None, exit_code: ExitCode, color: ColorChoice
-) -> None:
-    """The report in its format, to stdout or --output; text is coloured only on stdout."""
-    from deerflow_ckpt.cli.console import message, stdout_console
-
-    if output_format is ReportFormat.json:
-        deliver(report.json_document(), output)
-    elif output_format is ReportFormat.github:
-        deliver_github(report.command, report.annotations(), output, report.headline)
-        message(f"ckpt: {report.headline}")
-    elif output_format is ReportFormat.sarif:
-        from deerflow_ckpt import __version__
-        from deerflow_ckpt.report.sarif import to_sarif
-
-        annotations = report.annotations()
-        deliver(to_sarif(annotations, command=report.command, exit_code=int(exit_code), version=__version__), output)
-    elif output is None:
-        report.render_text(stdout_console(color.flag()))
-    else:
-        console = stdout_console(color=False)
-        with console.capture() as capture:
-            report.render_text(console)
-        deliver(capture.get(), output)

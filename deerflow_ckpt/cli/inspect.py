@@ -1,12 +1,8 @@
-"""`ckpt inspect thread` and `ckpt inspect summary`: snapshot cadence, storage and what-if per thread.
-
-Reads through the same read-only store layer and database selection as verify-shape. One thread named
-on the command line is read with a thread_id condition, so its cost does not grow with the database.
-"""
+"""`ckpt inspect thread` and `ckpt inspect summary`: options in, the inspection (commands/inspect.py) out in
+text, json or csv."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -25,9 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from deerflow_ckpt.analysis.inspection import InspectionScope, InspectSettings, ThreadInspection
-    from deerflow_ckpt.store.readers import LineageReader
-    from deerflow_ckpt.store.records import Backend
-    from deerflow_ckpt.store.source import DatabaseTarget
+    from deerflow_ckpt.commands.inspect import Inspection
 
 
 class InspectFormat(StrEnum):
@@ -83,79 +77,18 @@ def _open(
     timeouts: tuple[str, str | None] = ("120s", None),
     deerflow_root: Path | None = None,
     announce: bool = False,
-) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
-    """The reader, the scope and the target; `announce` names the database on stderr, for a format whose
-    report does not (text and json say which database they describe)."""
-    from deerflow_ckpt.analysis.inspection import InspectionScope
-    from deerflow_ckpt.store.readers import open_reader
+) -> Inspection:
+    """The chosen database, opened; `announce` names it on stderr, for a format whose report does not (text
+    and json say which database they describe)."""
+    from deerflow_ckpt.commands.inspect import open_inspection
 
     selection = database_options.with_timeouts(
         database_options.select(db, schema, config, cadence, immutable, deerflow_root), *timeouts
     )
-    target = selection.choice.target
     if announce:
+        target = selection.choice.target
         info(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
-    reader, backend = open_reader(target)
-    scope = InspectionScope(
-        target.describe(),
-        selection.choice.found_via,
-        backend,
-        settings(selection.expected_cadence),
-        selection.cadence_source,
-    )
-    return reader, scope, target
-
-
-def _named_threads(
-    reader: LineageReader, scope: InspectionScope, thread_ids: list[str], namespace: str
-) -> Iterator[ThreadInspection]:
-    from deerflow_ckpt.analysis.inspection import NamespaceNotFound, inspect_thread
-    from deerflow_ckpt.store.selection import ThreadSelection
-
-    for thread_id in thread_ids:
-        lineages = list(reader.lineages(ThreadSelection(thread_id=thread_id)))
-        if not lineages:
-            raise StoreError(f"no checkpoints for thread {thread_id!r} in {scope.database}")
-        try:
-            yield inspect_thread(lineages, scope.backend, scope.settings, namespace)
-        except NamespaceNotFound as exc:
-            raise StoreError(str(exc)) from None
-
-
-def _with_proof(inspected: ThreadInspection, target: DatabaseTarget, namespace: str) -> ThreadInspection:
-    """The inspection with the shown lineage's proof (a second read-only pass over its message history)."""
-    import dataclasses
-
-    from deerflow_ckpt.analysis.replay import prove_lineage
-    from deerflow_ckpt.store.history import open_history
-    from deerflow_ckpt.store.selection import ThreadSelection
-
-    for history in open_history(target).histories(ThreadSelection(thread_id=inspected.thread_id)):
-        if history.checkpoint_ns == namespace:
-            return dataclasses.replace(inspected, proof=prove_lineage(history))
-    return inspected
-
-
-def _every_thread(
-    reader: LineageReader,
-    backend: Backend,
-    settings: InspectSettings,
-    namespace: str | None,
-    progress: Callable[[], None],
-) -> Iterator[ThreadInspection]:
-    """Each thread that has `namespace`, in thread id order (None: the conversation, else its first one)."""
-    from deerflow_ckpt.analysis.inspection import NamespaceNotFound, inspect_thread
-
-    for _, grouped in itertools.groupby(reader.lineages(), key=lambda lineage: lineage.thread_id):
-        progress()
-        lineages = list(grouped)
-        shown = namespace
-        if shown is None:
-            shown = "" if any(lineage.checkpoint_ns == "" for lineage in lineages) else lineages[0].checkpoint_ns
-        try:
-            yield inspect_thread(lineages, backend, settings, shown)
-        except NamespaceNotFound:
-            continue
+    return open_inspection(selection.choice, settings(selection.expected_cadence), selection.cadence_source)
 
 
 class _ThreadCounter:
@@ -281,13 +214,14 @@ def thread(
     named thread does not exist.
     """
     from deerflow_ckpt.analysis.inspection import InspectSettings
-    from deerflow_ckpt.analysis.store_summary import RankBy, TopThreads
+    from deerflow_ckpt.analysis.store_summary import RankBy
+    from deerflow_ckpt.commands.inspect import every_thread, heaviest_threads, named_threads
 
     chosen = sum((bool(thread_ids), top is not None, all_threads))
     if chosen != 1:
         raise typer.BadParameter("name THREAD_IDs, or pass --top N, or --all (exactly one of them)")
     cadences = parse_what_if(what_if)
-    reader, scope, target = _open(
+    inspection = _open(
         db,
         schema,
         config,
@@ -300,23 +234,14 @@ def thread(
     )
     if deep and not thread_ids:
         raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
+    scope = inspection.scope
     if thread_ids:
-        # Read every named thread first: an unknown one fails before any output is written.
-        named = list(_named_threads(reader, scope, thread_ids, namespace))
-        if deep:
-            named = [_with_proof(inspected, target, namespace) for inspected in named]
-        _emit(iter(named), scope, output_format, color)
+        _emit(iter(named_threads(inspection, thread_ids, namespace, deep)), scope, output_format, color)
         return
     show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
     with _ThreadCounter(show) as tick:
-        every = _every_thread(reader, scope.backend, scope.settings, namespace, tick)
-        if top is not None:
-            ranking = TopThreads(top, RankBy(by))
-            for inspected in every:
-                ranking.add(inspected)
-            threads: Iterator[ThreadInspection] = iter(ranking.result())
-        else:
-            threads = every
+        every = every_thread(inspection, namespace, tick)
+        threads = iter(heaviest_threads(every, top, RankBy(by))) if top is not None else every
         shown = _emit(threads, scope, output_format, color)
     if shown == 0:
         where = f" with namespace {namespace!r}" if namespace else ""
@@ -345,14 +270,14 @@ def summary(
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.inspection import InspectSettings
-    from deerflow_ckpt.analysis.store_summary import DatabaseSummary
     from deerflow_ckpt.analysis.timeline import TimelineSettings
+    from deerflow_ckpt.commands.inspect import summarize
 
     timeline_settings = TimelineSettings(
         database_options.parse_duration(clock_skew, "--clock-skew"),
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
-    reader, scope, _ = _open(
+    inspection = _open(
         db,
         schema,
         config,
@@ -363,12 +288,10 @@ def summary(
         deerflow_root,
         announce=output_format is InspectFormat.csv,
     )
-    result = DatabaseSummary(heaviest_limit=heaviest)
+    scope = inspection.scope
     show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
     with _ThreadCounter(show) as tick:
-        for inspected in _every_thread(reader, scope.backend, scope.settings, None, tick):
-            result.add(inspected)
-    timeline = result.timeline(scope.settings)
+        result, timeline = summarize(inspection, heaviest, tick)
     if output_format is InspectFormat.json:
         from deerflow_ckpt.report.inspect_json import summary_to_json
 

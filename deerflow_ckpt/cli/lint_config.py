@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, deerflow_options
+from deerflow_ckpt.cli import ci_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.commands.lint_config import lint_files, read_configs
 from deerflow_ckpt.report.annotations import at_or_above
@@ -68,20 +68,20 @@ def lint_config(
     base = (sqlite_base or Path.cwd()).resolve()
     environment = deerflow_options.deerflow_environment(deerflow_root, files[0] if files else None)
     configs = files or [deerflow_options.default_config(environment)]
-    ci_options.refuse_output_onto(output, [(path, "the config") for path in configs])
+    delivery.refuse_output_onto(output, [(path, "the config") for path in configs])
     report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set))
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text
 
-    rendered = ci_options.Report(
+    rendered = delivery.Report(
         command=COMMAND,
         headline=headline(report),
         annotations=lambda: annotations,
         json_document=lambda: lint_json.to_json(report, fail_on, int(exit_code)),
         render_text=lambda console: lint_text.render_text(report, annotations, console),
     )
-    ci_options.emit_report(rendered, output_format, output, exit_code, color)
+    delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
 
 

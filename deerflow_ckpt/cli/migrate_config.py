@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, deerflow_options
+from deerflow_ckpt.cli import ci_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode, migrate_path, migrate_stream
@@ -114,7 +114,7 @@ def migrate_config(
         _emit_text_payload(outcome, mode, diff, colored_diff)
         message(report.summary_line(outcome, mode))
     if output_format is not ReportFormat.text:
-        machine = ci_options.Report(
+        machine = delivery.Report(
             command="migrate-config",
             headline=report.headline(outcomes),
             annotations=lambda: report.annotations_of(outcomes),
@@ -122,7 +122,7 @@ def migrate_config(
             # Text is streamed file by file above: diffs or files on stdout, diagnostics on stderr.
             render_text=lambda console: None,
         )
-        ci_options.emit_report(machine, output_format, None, exit_code, color)
+        delivery.emit_report(machine, output_format, None, exit_code, color)
     raise typer.Exit(int(exit_code))
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.cli.console import info, is_quiet, stderr_console
 from deerflow_ckpt.rules import Severity
@@ -76,7 +76,7 @@ def verify_shape(
     )
     selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
-    ci_options.refuse_output_onto(output, database_options.input_files(selection))
+    delivery.refuse_output_onto(output, database_options.input_files(selection))
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     request = ScanRequest(
         choice=selection.choice,
@@ -90,14 +90,14 @@ def verify_shape(
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import shape_ci, shape_json, shape_text
 
-    rendered = ci_options.Report(
+    rendered = delivery.Report(
         command="verify-shape",
         headline=shape_ci.headline(report),
         annotations=lambda: shape_ci.annotations_of(report),
         json_document=lambda: shape_json.to_json(report, fail_on, int(exit_code)),
         render_text=lambda console: shape_text.render_text(report, console),
     )
-    ci_options.emit_report(rendered, output_format, output, exit_code, color)
+    delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
 
 
