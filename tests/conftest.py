@@ -5,6 +5,8 @@
 * ``pg_database`` / ``pg_schema`` (per test): an empty database or schema of its own.
 * ``pg_readonly_role`` (per test): ``make(db) -> dsn`` for a login role that may only SELECT the
   checkpoint tables of that database (or schema).
+* ``_no_outside_environment`` (autouse): every test starts without the variables that change what ckpt
+  does (``clears_for_tests``); a test that needs one sets it with monkeypatch or ``run_ckpt(env=...)``.
 
 Tests marked ``postgres`` skip when the server at ``CKPT_TEST_PG_DSN`` is unreachable, unless
 ``CKPT_REQUIRE_POSTGRES=1`` (CI), where they fail loudly instead.
@@ -29,6 +31,38 @@ from fixtures.dbbuilder.manifest import Manifest
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+
+# What changes ckpt's behaviour from the environment: DeerFlow's own variables, the CI runner's, ckpt's, the
+# terminal conventions rich and ckpt follow, and every `$VAR` the fixture configs and tests' configs read
+# (tests/test_isolation.py fails when a config reads a name this misses).
+OUTSIDE_PREFIXES = ("DEER_FLOW_", "GITHUB_", "CKPT_")
+TEST_CONTROL = frozenset({"CKPT_REQUIRE_POSTGRES", "CKPT_TEST_PG_DSN"})
+OUTSIDE_VARIABLES = frozenset(
+    {
+        "PYTHON_DOTENV_DISABLED",
+        "PYTHONIOENCODING",
+        *("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "COLORTERM", "TERM", "COLUMNS", "LINES"),
+        *("TTY_COMPATIBLE", "TTY_INTERACTIVE"),
+        # `$VAR`s the configs read.
+        *("DATABASE_URL", "SNAP", "SNAPSHOT_FREQ", "SNAPSHOT_FREQUENCY", "SECRET_TOKEN", "MODE", "LEGACY", "DELTA"),
+        *("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "VOLCENGINE_API_KEY", "VAR", "URL", "EMPTY", "MISSING"),
+        *("A", "B", "C", "D", "K", "T"),
+    }
+)
+
+
+def clears_for_tests(name: str) -> bool:
+    """True for a variable no test may inherit from the shell that started pytest."""
+    if name in TEST_CONTROL:
+        return False
+    return name in OUTSIDE_VARIABLES or name.startswith(OUTSIDE_PREFIXES)
+
+
+@pytest.fixture(autouse=True)
+def _no_outside_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As pre-commit and sqlfluff do: a developer's shell or a CI runner must not change what a test sees.
+    for name in [name for name in os.environ if clears_for_tests(name)]:
+        monkeypatch.delenv(name)
 
 
 def admin_dsn() -> str:
