@@ -25,7 +25,11 @@ from fixtures.dbbuilder.timelines import NEW_K, OLD_K
 from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+# Postgres timelines are built by the real graphs each session (SQLite's come from the fixture cache): slow.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=[pytest.mark.postgres, pytest.mark.slow]),
+]
 Builder = Callable[[str, str], BuiltDatabase]
 
 

@@ -126,6 +126,7 @@ def test_two_configs_on_two_dsn_schemas_do_not_conflict() -> None:
     assert all(isinstance(f.lint.facts.database, DatabaseIdentity) for f in apart.files if f.lint.facts)
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_verify_shape_reads_the_schema_the_dsn_chooses(pg_schema: tuple[str, str], tmp_path: Path) -> None:
     dsn, schema = pg_schema
@@ -455,6 +456,7 @@ def test_the_installed_saver_migrations_are_read_as_the_library_has_them() -> No
     assert schema is not None and schema.migrations == len(MIGRATIONS)
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database: str) -> None:
     import psycopg

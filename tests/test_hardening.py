@@ -282,6 +282,7 @@ def test_the_gadgets_run_under_langgraphs_default_loader(tmp_path: Path) -> None
     assert JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(("msgpack", importer))[0].__name__ == "json"
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     from fixtures.dbbuilder.build import build_postgres, build_sqlite, open_backend
@@ -750,6 +751,7 @@ def _rewrite_snapshot(db: str, thread_id: str, checkpoint_id: str, payload: byte
         )
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> None:
     import json
 
@@ -809,6 +811,7 @@ def _rewrite_snapshot_blob(dsn: str, thread_id: str, checkpoint_id: str, payload
         )
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_database: str, tmp_path: Path) -> None:
     import json
