@@ -1,10 +1,14 @@
 """Shared fixtures: databases built once by real graphs, and Postgres helpers.
 
 * ``built_sqlite`` / ``built_postgres`` (session): the full scenario set, built once, with its manifest.
-  ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end.
+  ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end. SQLite
+  databases the real graphs wrote are kept in pytest's cache, keyed by the builder's sources, the
+  libraries and the simulated clock's start (it moves on the hour), and each session gets a copy.
 * ``pg_database`` / ``pg_schema`` (per test): an empty database or schema of its own.
 * ``pg_readonly_role`` (per test): ``make(db) -> dsn`` for a login role that may only SELECT the
   checkpoint tables of that database (or schema).
+* ``_no_outside_environment`` (autouse): every test starts without the variables that change what ckpt
+  does (``clears_for_tests``); a test that needs one sets it with monkeypatch or ``run_ckpt(env=...)``.
 
 Tests marked ``postgres`` skip when the server at ``CKPT_TEST_PG_DSN`` is unreachable, unless
 ``CKPT_REQUIRE_POSTGRES=1`` (CI), where they fail loudly instead.
@@ -12,7 +16,13 @@ Tests marked ``postgres`` skip when the server at ``CKPT_TEST_PG_DSN`` is unreac
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
+import shutil
+import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,11 +34,46 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from fixtures.dbbuilder.build import build_postgres, build_sqlite
+from fixtures.dbbuilder.build import build, build_postgres, libraries
+from fixtures.dbbuilder.clock import default_start_ns
 from fixtures.dbbuilder.manifest import Manifest
+from fixtures.dbbuilder.runner import BuildOptions
 
+BUILDER = Path(__file__).resolve().parents[1] / "fixtures" / "dbbuilder"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+
+# What changes ckpt's behaviour from the environment: DeerFlow's own variables, the CI runner's, ckpt's, the
+# terminal conventions rich and ckpt follow, and every `$VAR` the fixture configs and tests' configs read
+# (tests/test_isolation.py fails when a config reads a name this misses).
+OUTSIDE_PREFIXES = ("DEER_FLOW_", "GITHUB_", "CKPT_")
+TEST_CONTROL = frozenset({"CKPT_REQUIRE_POSTGRES", "CKPT_TEST_PG_DSN"})
+OUTSIDE_VARIABLES = frozenset(
+    {
+        "PYTHON_DOTENV_DISABLED",
+        "PYTHONIOENCODING",
+        *("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "COLORTERM", "TERM", "COLUMNS", "LINES"),
+        *("TTY_COMPATIBLE", "TTY_INTERACTIVE"),
+        # `$VAR`s the configs read.
+        *("DATABASE_URL", "SNAP", "SNAPSHOT_FREQ", "SNAPSHOT_FREQUENCY", "SECRET_TOKEN", "MODE", "LEGACY", "DELTA"),
+        *("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "VOLCENGINE_API_KEY", "VAR", "URL", "EMPTY", "MISSING"),
+        *("A", "B", "C", "D", "K", "T"),
+    }
+)
+
+
+def clears_for_tests(name: str) -> bool:
+    """True for a variable no test may inherit from the shell that started pytest."""
+    if name in TEST_CONTROL:
+        return False
+    return name in OUTSIDE_VARIABLES or name.startswith(OUTSIDE_PREFIXES)
+
+
+@pytest.fixture(autouse=True)
+def _no_outside_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As pre-commit and sqlfluff do: a developer's shell or a CI runner must not change what a test sees.
+    for name in [name for name in os.environ if clears_for_tests(name)]:
+        monkeypatch.delenv(name)
 
 
 def admin_dsn() -> str:
@@ -103,10 +148,49 @@ class BuiltDatabase:
         return Path(self.db)
 
 
+@cache
+def _builder_digest() -> str:
+    sources = hashlib.sha256()
+    for source in sorted(BUILDER.rglob("*.py")):
+        sources.update(source.relative_to(BUILDER).as_posix().encode() + b"\0" + source.read_bytes())
+    return sources.hexdigest()
+
+
+def _fixture_cache(config: pytest.Config) -> Path | None:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: every session builds afresh
+    return None if cache is None else Path(cache.mkdir("ckpt-sqlite-fixtures"))
+
+
+def built_sqlite_copy(config: pytest.Config, target: Path, scenarios: list[str] | None = None) -> Manifest:
+    """What ``build_sqlite(target, scenarios)`` writes: built by the real graphs, or copied from such a build."""
+    start = default_start_ns()
+    cache = _fixture_cache(config)
+    if cache is None:
+        options = BuildOptions(clock_start_ns=start, marker_path=f"{target}.CK105-EXECUTED")
+        return build("sqlite", str(target), None, scenarios, options)
+    key = hashlib.sha256(json.dumps([_builder_digest(), libraries(), scenarios, start]).encode()).hexdigest()[:24]
+    entry = cache / key
+    if not (entry / "manifest.json").exists():
+        scratch = Path(tempfile.mkdtemp(prefix="building-", dir=cache))
+        # The marker path CK105's payload would touch is the entry's own, where it stays after the rename.
+        options = BuildOptions(clock_start_ns=start, marker_path=str(entry / "CK105-EXECUTED"))
+        build("sqlite", str(scratch / "checkpoints.db"), None, scenarios, options).write(scratch / "manifest.json")
+        try:
+            scratch.rename(entry)
+        except OSError:
+            shutil.rmtree(scratch)  # another worker stored the same build first
+        # The clock's start moves on the hour: builds a day old are never asked for again.
+        for stale in cache.iterdir():
+            if stale.stat().st_mtime < time.time() - 86_400:
+                shutil.rmtree(stale, ignore_errors=True)
+    shutil.copyfile(entry / "checkpoints.db", target)
+    return dataclasses.replace(Manifest.read(entry / "manifest.json"), location=str(target))
+
+
 @pytest.fixture(scope="session")
-def built_sqlite(tmp_path_factory: pytest.TempPathFactory) -> BuiltDatabase:
+def built_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BuiltDatabase:
     path = tmp_path_factory.mktemp("built-sqlite") / "checkpoints.db"
-    return BuiltDatabase("sqlite", str(path), None, build_sqlite(path))
+    return BuiltDatabase("sqlite", str(path), None, built_sqlite_copy(request.config, path))
 
 
 @pytest.fixture(scope="session")
@@ -201,7 +285,9 @@ def pg_readonly_role() -> Iterator[Callable[..., str]]:
 
 
 @pytest.fixture(scope="session")
-def built_timelines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, str], BuiltDatabase]]:
+def built_timelines(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str, str], BuiltDatabase]]:
     """``get(backend, scenario)``: a timeline scenario's own database (timelines.py), built once."""
     built: dict[tuple[str, str], BuiltDatabase] = {}
     databases: list[str] = []
@@ -211,7 +297,9 @@ def built_timelines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
         if key not in built:
             if backend == "sqlite":
                 path = tmp_path_factory.mktemp(f"timeline-{scenario}") / "deerflow.db"
-                built[key] = BuiltDatabase("sqlite", str(path), None, build_sqlite(path, [scenario]))
+                built[key] = BuiltDatabase(
+                    "sqlite", str(path), None, built_sqlite_copy(request.config, path, [scenario])
+                )
             else:
                 require_postgres()
                 name = create_database("ckpt_timeline")

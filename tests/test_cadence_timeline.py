@@ -14,21 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.shape import ShapeSettings, check_lineage
-from deerflow_ckpt.cli.app import app
-from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, open_reader, scan
+from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.clock import boundary_id, format_time, write_time_ns
+from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder.manifest import Manifest
 from fixtures.dbbuilder.timelines import NEW_K, OLD_K
+from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+# Postgres timelines are built by the real graphs each session (SQLite's come from the fixture cache): slow.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=[pytest.mark.postgres, pytest.mark.slow]),
+]
 Builder = Callable[[str, str], BuiltDatabase]
-runner = CliRunner()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -93,7 +96,7 @@ def config_for(built: BuiltDatabase, directory: Path, cadence: int) -> Path:
 
 
 def cli_json(*args: str) -> tuple[int, dict[str, object]]:
-    result = runner.invoke(app, ["verify-shape", "--format", "json", *args])
+    result = run_ckpt("verify-shape", "--format", "json", *args)
     assert result.exit_code in (0, 1), result.stderr
     document: dict[str, object] = json.loads(result.stdout)
     return result.exit_code, document
@@ -249,7 +252,7 @@ def test_since_accepts_a_time_or_a_checkpoint_id_and_refuses_anything_else(
     by_time = cli_json("--db", built.db, "--cadence", "10", "--since", format_time(moment))
     by_id = cli_json("--db", built.db, "--cadence", "10", "--since", first_new)
     assert by_time[1]["summary"] == by_id[1]["summary"]  # type: ignore[index]
-    result = runner.invoke(app, ["verify-shape", "--db", built.db, "--since", "yesterday"])
+    result = run_ckpt("verify-shape", "--db", built.db, "--since", "yesterday")
     assert result.exit_code == 2 and "ISO-8601" in result.stderr
 
 
@@ -312,7 +315,7 @@ def test_ids_that_are_not_uuid6_have_no_write_time() -> None:
 
 
 def inspect_json(built: BuiltDatabase, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["inspect", *args, "--db", built.db, "--format", "json"])
+    result = run_ckpt("inspect", *args, "--db", built.db, "--format", "json")
     assert result.exit_code == 0, result.stderr
     document: dict[str, Any] = json.loads(result.stdout)
     return document
@@ -336,7 +339,7 @@ def test_inspect_summary_shows_the_timeline(built_timelines: Builder, backend: s
     old_row, new_row = (row["writing_epochs"] for row in chart["rows"])
     # Before the restart only K=1000 writes, after it only K=10: the rows never share a time slice.
     assert max(i for i, n in enumerate(old_row) if n) < min(i for i, n in enumerate(new_row) if n)
-    text = runner.invoke(app, ["inspect", "summary", "--db", built.db]).stdout
+    text = run_ckpt("inspect", "summary", "--db", built.db).stdout
     assert "Cadence over time" in text and f"in force now: K={NEW_K} since {change['at']}" in text
     assert "clean change" in text and "█" in text
 
@@ -352,7 +355,7 @@ def test_inspect_thread_shows_an_epoch_per_cadence(built_timelines: Builder, bac
     assert {(b["lower"], b["count"]) for b in counters["buckets"]} == {(NEW_K, counters["count"])}
     assert new["carried_over_intervals"] and min(new["carried_over_intervals"]) > NEW_K
     assert shown["cadence"]["inferred"] == NEW_K and shown["what_if"]["epoch"] == 1
-    text = runner.invoke(app, ["inspect", "thread", thread.thread_id, "--db", built.db]).stdout
+    text = run_ckpt("inspect", "thread", thread.thread_id, "--db", built.db).stdout
     assert "Cadence epochs" in text and "epoch 2 (K = 10" in text
     assert "What-if: another cadence K for epoch 2 (the current one" in text
 
@@ -387,17 +390,11 @@ def test_since_spreads_its_threads_over_processes(
 
 
 def test_summary_chart_on_an_ascii_terminal(built_timelines: Builder) -> None:
-    import os
-    import subprocess
-    import sys
-
     built = built_timelines("sqlite", "clean-switch")
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    env["PYTHONIOENCODING"] = "ascii"
-    command = [sys.executable, "-m", "deerflow_ckpt", "inspect", "summary", "--db", built.db]
-    done = subprocess.run(command, env=env, capture_output=True, check=False, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout.decode("ascii")
+    # A real process: only there is sys.stdout an ASCII stream, as on an ASCII terminal.
+    done = run_ckpt("inspect", "summary", "--db", built.db, env={"PYTHONIOENCODING": "ascii"}, process=True)
+    assert done.exit_code == 0, done.stderr
+    out = done.stdout_bytes.decode("ascii")
     old, new = (line for line in out.splitlines() if line.strip().startswith(("K>=", "K=10 |")) and "|" in line)
     old_cells, new_cells = old.split("|")[1], new.split("|")[1]
     assert set(old_cells) == {"#", "."} == set(new_cells)

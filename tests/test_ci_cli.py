@@ -1,15 +1,13 @@
-"""The CI contract of the reporting commands, run as real processes: formats, streams, exits, colour.
+"""The CI contract of the reporting commands: formats, streams, exits, colour.
 
-verify-shape and migrate-config here; lint-config has its own tests. Every run is a subprocess so the
-environment (NO_COLOR, FORCE_COLOR, GITHUB_STEP_SUMMARY) and the streams are exactly an operator's.
+verify-shape and migrate-config here; lint-config has its own tests. Runs are in process, each with only
+the environment it names (NO_COLOR, FORCE_COLOR, GITHUB_STEP_SUMMARY); a real process where the exit
+status itself is the point.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import pytest
 
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.rules import RULES
+from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,22 +27,8 @@ FORK_ONLY = "fork-update-k3"
 CLEAN = "clean-delta-k3"
 
 
-def ckpt(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    environment = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("NO_COLOR", "FORCE_COLOR", "GITHUB_STEP_SUMMARY", "DEER_FLOW_CONFIG_PATH", "TERM")
-    }
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-m", "deerflow_ckpt", *args], capture_output=True, text=True, env=environment, cwd=cwd
-    )
-    assert "Traceback" not in result.stderr
-    return result
-
-
-def scan(built: BuiltDatabase, thread: str, *args: str, env: dict[str, str] | None = None) -> Any:
-    return ckpt("verify-shape", "--db", str(built.path), "--thread", thread, *args, env=env)
+def scan(built: BuiltDatabase, thread: str, *args: str, env: dict[str, str] | None = None) -> CkptRun:
+    return run_ckpt("verify-shape", "--db", str(built.path), "--thread", thread, *args, env=env)
 
 
 def json_findings(built: BuiltDatabase, thread: str) -> list[dict[str, Any]]:
@@ -61,7 +46,7 @@ def test_github_format_annotates_every_finding_at_run_level(built_sqlite: BuiltD
     result = scan(
         built_sqlite, FAULTY, "--format", "github", "--color", "always", env={"GITHUB_STEP_SUMMARY": str(summary)}
     )
-    assert result.returncode == 1
+    assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert len(lines) == len(expected) > 0
     for line, finding in zip(lines, expected, strict=True):
@@ -78,14 +63,14 @@ def test_github_format_annotates_every_finding_at_run_level(built_sqlite: BuiltD
 
 def test_github_format_without_step_summary_writes_no_file(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     result = scan(built_sqlite, FAULTY, "--format", "github")
-    assert result.returncode == 1 and result.stdout.startswith("::error")
+    assert result.exit_code == 1 and result.stdout.startswith("::error")
     assert "Scanned" in result.stderr
 
 
 def test_sarif_format_carries_the_registry_and_logical_locations(built_sqlite: BuiltDatabase) -> None:
     expected = json_findings(built_sqlite, FAULTY)
     result = scan(built_sqlite, FAULTY, "--format", "sarif", env={"FORCE_COLOR": "1"})
-    assert result.returncode == 1 and ANSI not in result.stdout
+    assert result.exit_code == 1 and ANSI not in result.stdout
     sarif = json.loads(result.stdout)
     assert sarif["version"] == "2.1.0"
     run = sarif["runs"][0]
@@ -103,7 +88,7 @@ def test_sarif_format_carries_the_registry_and_logical_locations(built_sqlite: B
 def test_sarif_to_output_file_leaves_stdout_empty(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     target = tmp_path / "shape.sarif"
     result = scan(built_sqlite, CLEAN, "--cadence", "3", "--format", "sarif", "--output", str(target))
-    assert result.returncode == 0 and result.stdout == ""
+    assert result.exit_code == 0 and result.stdout == ""
     assert json.loads(target.read_text(encoding="utf-8"))["runs"][0]["results"] == []
 
 
@@ -118,12 +103,13 @@ def test_sarif_to_output_file_leaves_stdout_empty(built_sqlite: BuiltDatabase, t
     ],
 )
 def test_exit_zero_and_fail_on(built_sqlite: BuiltDatabase, thread: str, args: tuple[str, ...], expected: int) -> None:
-    assert scan(built_sqlite, thread, *args).returncode == expected
+    assert scan(built_sqlite, thread, *args).exit_code == expected
 
 
 def test_exit_zero_never_hides_a_failed_scan(tmp_path: Path) -> None:
-    result = ckpt("verify-shape", "--db", str(tmp_path / "missing.db"), "--exit-zero")
-    assert result.returncode == 2 and result.stdout == ""
+    # A real process: what a CI step sees is the console script's exit status.
+    result = run_ckpt("verify-shape", "--db", str(tmp_path / "missing.db"), "--exit-zero", process=True)
+    assert result.exit_code == 2 and result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -142,7 +128,7 @@ def test_text_colour_follows_the_flag_and_environment(
     built_sqlite: BuiltDatabase, args: tuple[str, ...], env: dict[str, str], coloured: bool
 ) -> None:
     result = scan(built_sqlite, FAULTY, *args, env=env)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert (ANSI in result.stdout) is coloured
 
 
@@ -170,8 +156,8 @@ def flat_key_line(path: Path) -> int:
 def test_migrate_github_annotates_the_flat_key_line(tmp_path: Path) -> None:
     path = legacy_config(tmp_path)
     before = path.read_bytes()
-    result = ckpt("migrate-config", "--check", "--format", "github", str(path))
-    assert result.returncode == 1 and path.read_bytes() == before
+    result = run_ckpt("migrate-config", "--check", "--format", "github", str(path))
+    assert result.exit_code == 1 and path.read_bytes() == before
     command, _, message = result.stdout.splitlines()[0].partition("::")[2].partition("::")
     level, _, properties = command.partition(" ")
     assert level == "warning"
@@ -188,8 +174,8 @@ def test_migrate_github_annotates_the_flat_key_line(tmp_path: Path) -> None:
 
 def test_migrate_sarif_locates_findings_in_the_file(tmp_path: Path) -> None:
     path = legacy_config(tmp_path, "both_differ_1000_vs_10")
-    result = ckpt("migrate-config", "--check", "--format", "sarif", str(path))
-    assert result.returncode == 1
+    result = run_ckpt("migrate-config", "--check", "--format", "sarif", str(path))
+    assert result.exit_code == 1
     results = json.loads(result.stdout)["runs"][0]["results"]
     assert {r["ruleId"] for r in results} >= {"CK501", "CK502"}
     region = results[0]["locations"][0]["physicalLocation"]
@@ -200,7 +186,7 @@ def test_migrate_sarif_locates_findings_in_the_file(tmp_path: Path) -> None:
 def test_migrate_exit_zero_keeps_the_check_read_only(tmp_path: Path) -> None:
     path = legacy_config(tmp_path)
     before = path.read_bytes()
-    assert ckpt("migrate-config", "--check", "--exit-zero", str(path)).returncode == 0
+    assert run_ckpt("migrate-config", "--check", "--exit-zero", str(path)).exit_code == 0
     assert path.read_bytes() == before
 
 
@@ -208,15 +194,15 @@ def test_migrate_fail_on_counts_notes(tmp_path: Path) -> None:
     """With no channel mode DeerFlow runs full mode, which migrate-config notes (info)."""
     path = tmp_path / "config.yaml"
     path.write_bytes(b"database:\n  backend: sqlite\n  checkpoint_delta_snapshot_frequency: 5\n")
-    assert ckpt("migrate-config", "--diff", str(path)).returncode == 0
-    assert ckpt("migrate-config", "--diff", "--fail-on", "info", str(path)).returncode == 1
-    assert ckpt("migrate-config", "--diff", "--fail-on", "info", "--exit-zero", str(path)).returncode == 0
+    assert run_ckpt("migrate-config", "--diff", str(path)).exit_code == 0
+    assert run_ckpt("migrate-config", "--diff", "--fail-on", "info", str(path)).exit_code == 1
+    assert run_ckpt("migrate-config", "--diff", "--fail-on", "info", "--exit-zero", str(path)).exit_code == 0
 
 
 def test_migrate_diff_in_colour_only_when_asked(tmp_path: Path) -> None:
     path = legacy_config(tmp_path)
-    plain = ckpt("migrate-config", "--diff", str(path)).stdout
-    coloured = ckpt("migrate-config", "--diff", "--color", "always", str(path)).stdout
+    plain = run_ckpt("migrate-config", "--diff", str(path)).stdout
+    coloured = run_ckpt("migrate-config", "--diff", "--color", "always", str(path)).stdout
     assert ANSI not in plain and "\x1b[31m-" in coloured and "\x1b[32m+" in coloured
     # Stripping the colour gives back the plain diff exactly.
     stripped = coloured
@@ -228,11 +214,13 @@ def test_migrate_diff_in_colour_only_when_asked(tmp_path: Path) -> None:
 def test_github_file_paths_are_relative_to_the_workspace(tmp_path: Path) -> None:
     """GitHub attaches an annotation to the diff only for a workspace-relative path."""
     path = legacy_config(tmp_path / "deploy")
-    by_absolute = ckpt(
+    by_absolute = run_ckpt(
         "migrate-config", "--check", "--format", "github", str(path), env={"GITHUB_WORKSPACE": str(tmp_path)}
     )
-    by_dot = ckpt("migrate-config", "--check", "--format", "github", "./deploy/config.yaml", cwd=tmp_path)
-    outside = ckpt("migrate-config", "--check", "--format", "github", str(path), env={"GITHUB_WORKSPACE": str(REPO)})
+    by_dot = run_ckpt("migrate-config", "--check", "--format", "github", "./deploy/config.yaml", cwd=tmp_path)
+    outside = run_ckpt(
+        "migrate-config", "--check", "--format", "github", str(path), env={"GITHUB_WORKSPACE": str(REPO)}
+    )
     assert "file=deploy/config.yaml," in by_absolute.stdout
     assert "file=deploy/config.yaml," in by_dot.stdout
     # A file outside the workspace keeps the path it was given.

@@ -47,7 +47,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def run_step(step: dict[str, Any], directory: Path, database: Path, summary: Path) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    environment = dict(os.environ)  # conftest has cleared what would change ckpt
     # The console script of the ckpt installed next to this interpreter, as `pip install` puts it on PATH.
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
     environment["GITHUB_STEP_SUMMARY"] = str(summary)

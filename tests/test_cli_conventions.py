@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from deerflow_ckpt.cli.app import app
+from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -18,8 +17,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 LEGACY = (CONFIGS / "both_differ_1000_vs_10" / "input.yaml").read_bytes()
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(app, list(args))
+def run(*args: str) -> CkptRun:
+    return run_ckpt(*args)
 
 
 def missing_file_commands(missing: Path) -> list[list[str]]:

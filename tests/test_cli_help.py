@@ -11,9 +11,9 @@ import pytest
 import typer
 import typer.main
 from typer.core import TyperGroup
-from typer.testing import CliRunner
 
 from deerflow_ckpt.cli.app import app
+from tests.cli import run_ckpt
 from tests.test_manpages import contexts
 
 # typer's labels ("<list[str]>", "<text|json>", "<int>") and bare Python type names in a help row.
@@ -28,7 +28,7 @@ def command_paths() -> list[tuple[str, bool]]:
 
 
 def help_of(path: str) -> str:
-    result = CliRunner().invoke(app, [*path.split()[1:], "--help"], terminal_width=100)
+    result = run_ckpt(*path.split()[1:], "--help", env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -87,5 +87,5 @@ def test_every_output_option_has_its_short_form() -> None:
 
 
 def test_version_short_flag() -> None:
-    result = CliRunner().invoke(app, ["-V"])
+    result = run_ckpt("-V")
     assert result.exit_code == 0 and result.stdout.startswith("ckpt ")

@@ -446,6 +446,7 @@ def test_bulk_sqlite(tmp_path: Path) -> None:
     assert all(len(str(x.content)) == 300 for x in values["messages"])
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_bulk_postgres(pg_database: str) -> None:
     m = build_bulk_postgres(pg_database, threads=3, turns=4, cadence=3, message_bytes=100, jobs=2)
@@ -455,6 +456,7 @@ def test_bulk_postgres(pg_database: str) -> None:
         assert len(readback.message_ids(factory, m.threads[0])) == 8
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_build_into_a_schema_via_search_path(pg_schema: tuple[str, str]) -> None:
     dsn, schema = pg_schema

@@ -169,23 +169,21 @@ def test_the_real_saver_reads_what_the_fold_says(built: BuiltDatabase, monkeypat
 
 
 def test_verify_shape_deep_cli(built: BuiltDatabase) -> None:
-    from typer.testing import CliRunner
-
-    from deerflow_ckpt.cli.app import app
+    from tests.cli import run_ckpt
     from tests.test_inspect_cli import db_args
 
-    result = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--deep", "--format", "json", "--jobs", "1"])
+    result = run_ckpt("verify-shape", *db_args(built), "--deep", "--format", "json", "--jobs", "1")
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
     assert document["settings"]["deep"] is True
     proof = document["proof"]
     assert proof["differing_lists"] == 6 and proof["proved_lists"] > 200
     assert proof["unprovable_lineages"] == len(proof["unprovable"]) >= 4
-    text = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--deep", "--thread", "fault-ck106-swapped"])
+    text = run_ckpt("verify-shape", *db_args(built), "--deep", "--thread", "fault-ck106-swapped")
     assert text.exit_code == 1
     assert "deep proof: 3 stored message lists equal the replay of their writes, 1 differ (CK106)" in text.stdout
     assert "CK106 error thread fault-ck106-swapped" in text.stdout
-    plain = CliRunner().invoke(app, ["verify-shape", *db_args(built), "--thread", "fault-ck106-swapped"])
+    plain = run_ckpt("verify-shape", *db_args(built), "--thread", "fault-ck106-swapped")
     assert plain.exit_code == 0 and "deep proof" not in plain.stdout
 
 

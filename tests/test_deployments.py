@@ -13,29 +13,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.commands.lint_config import lint_files
 from deerflow_ckpt.config.environment import SOURCE_PACKAGE, deerflow_environment
 from deerflow_ckpt.config.identity import DatabaseIdentity, postgres_identity, search_path_option
 from deerflow_ckpt.config.lint import Finding, lint_config_bytes
 from fixtures.dbbuilder.build import build_postgres, build_sqlite
+from tests.cli import run_ckpt
 
-runner = CliRunner()
 PASSWORD = "pw-s3cret"
-# Every variable that changes where DeerFlow (and ckpt) looks; each test sets only what it means.
-LOCATE_ENV = (
-    "DEER_FLOW_CONFIG_PATH", "DEER_FLOW_PROJECT_ROOT", "DEER_FLOW_HOME", "DATABASE_URL", "SNAP", "GITHUB_STEP_SUMMARY",
-    "PYTHON_DOTENV_DISABLED", "NO_COLOR", "FORCE_COLOR",
-)  # fmt: skip
-
-
-def ckpt(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    environment: dict[str, str | None] = dict.fromkeys(LOCATE_ENV)
-    environment.update(env or {})
-    result = runner.invoke(app, list(args), env=environment)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def rules(findings: tuple[Finding, ...]) -> list[str]:
@@ -56,7 +42,7 @@ def test_a_checkpointer_section_without_type_fails_the_whole_config(tmp_path: Pa
     assert "has no type" in findings[0].message and "Field required" in findings[0].message
     config = tmp_path / "config.yaml"
     config.write_text(text)
-    code, _, err = ckpt("verify-shape", "--config", str(config))
+    code, _, err = run_ckpt("verify-shape", "--config", str(config))
     assert code == 2 and "has no type" in err, err
 
 
@@ -140,6 +126,7 @@ def test_two_configs_on_two_dsn_schemas_do_not_conflict() -> None:
     assert all(isinstance(f.lint.facts.database, DatabaseIdentity) for f in apart.files if f.lint.facts)
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_verify_shape_reads_the_schema_the_dsn_chooses(pg_schema: tuple[str, str], tmp_path: Path) -> None:
     dsn, schema = pg_schema
@@ -147,13 +134,13 @@ def test_verify_shape_reads_the_schema_the_dsn_chooses(pg_schema: tuple[str, str
     url = f"{dsn}?options=-c%20search_path%3D{schema}"
     config = tmp_path / "config.yaml"
     config.write_text(f"database:\n  backend: postgres\n  postgres_url: '{url}'\n  postgres_schema: ''\n")
-    code, out, err = ckpt("verify-shape", "--config", str(config), "--format", "json")
+    code, out, err = run_ckpt("verify-shape", "--config", str(config), "--format", "json")
     assert code == 0, err
     document = json.loads(out)
     assert document["summary"]["threads"] > 0 and document["summary"]["checkpoints"] > 0
     # The same config without the DSN's search_path looks in public, where nothing was written.
     config.write_text(f"database:\n  backend: postgres\n  postgres_url: '{dsn}'\n  postgres_schema: ''\n")
-    code, out, err = ckpt("verify-shape", "--config", str(config), "--format", "json")
+    code, out, err = run_ckpt("verify-shape", "--config", str(config), "--format", "json")
     assert code == 2 and "checkpoint" in err, (code, out, err)
 
 
@@ -195,14 +182,14 @@ def test_the_dotenv_deerflow_loads_supplies_variables_without_showing_values(
     (root / ".env").write_text(f"SNAP=250\nSECRET_TOKEN={PASSWORD}\n")
     place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db")
     monkeypatch.chdir(root)
-    code, out, err = ckpt("verify-shape", "--format", "json")
+    code, out, err = run_ckpt("verify-shape", "--format", "json")
     assert code in (0, 1), err
     assert f"{root / '.env'} (DeerFlow loads it) supplies $SECRET_TOKEN, $SNAP" in err
     assert json.loads(out)["settings"]["expected_cadence"] == 250
     assert str(root / "backend" / ".deer-flow" / "data" / "deerflow.db") in out
     assert PASSWORD not in out + err
     # The environment wins over .env, as load_dotenv(override=False) has it.
-    code, out, _ = ckpt("verify-shape", "--format", "json", env={"SNAP": "7"})
+    code, out, _ = run_ckpt("verify-shape", "--format", "json", env={"SNAP": "7"})
     assert json.loads(out)["settings"]["expected_cadence"] == 7
 
 
@@ -218,7 +205,7 @@ def test_backend_dotenv_is_found_before_the_repository_roots(tmp_path: Path, mon
     assert (values["A"], values["B"], values["C"], values["D"]) == ("1", "two words", "1-x", "1")
     assert deerflow_environment({"PYTHON_DOTENV_DISABLED": "1"}, root).dotenv is None
     monkeypatch.chdir(root)
-    _, _, err = ckpt("lint-config")
+    _, _, err = run_ckpt("lint-config")
     assert "backend/.env (DeerFlow loads it) supplies $A, $B, $C, $D" in err
 
 
@@ -228,12 +215,12 @@ def test_lint_and_migrate_resolve_variables_from_dotenv(tmp_path: Path, monkeypa
         "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: $SNAP\n"
     )
     monkeypatch.chdir(root)
-    code, out, _ = ckpt("lint-config")
+    code, out, _ = run_ckpt("lint-config")
     assert code == 1 and "Environment variable SNAP not found for config value $SNAP" in out
     (root / ".env").write_text("SNAP=250\n")
-    code, out, _ = ckpt("lint-config")
+    code, out, _ = run_ckpt("lint-config")
     assert "CK500" not in out and "('250')" in out
-    code, _, err = ckpt("migrate-config", "--check")
+    code, _, err = run_ckpt("migrate-config", "--check")
     # DeerFlow logs the resolved value: ('250'), not ('$SNAP').
     assert code == 1 and "Carried the legacy value ('250') forward." in err, err
 
@@ -246,25 +233,25 @@ def test_deerflow_root_decides_the_legacy_config_places(tmp_path: Path, monkeypa
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     # Without the checkout named, nothing is found from an unrelated directory.
-    code, _, err = ckpt("lint-config")
+    code, _, err = run_ckpt("lint-config")
     assert code == 2 and "--deerflow-root" in err
-    code, _, err = ckpt("lint-config", "--deerflow-root", str(root))
+    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root))
     assert code == 0 and f"using {root / 'backend' / 'config.yaml'}" in err, err
     # The project root comes first, as in DeerFlow (serve.sh sets it to the repository).
-    code, _, err = ckpt("lint-config", "--deerflow-root", str(root), env={"DEER_FLOW_PROJECT_ROOT": str(root)})
+    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root), env={"DEER_FLOW_PROJECT_ROOT": str(root)})
     assert f"using {root / 'config.yaml'}" in err, err
-    code, _, err = ckpt("lint-config", "--deerflow-root", str(tmp_path / "nothing-here"))
+    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(tmp_path / "nothing-here"))
     assert code == 2 and "no DeerFlow there" in err
 
 
 def test_a_tilde_in_deerflow_variables_fails_as_in_deerflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "config.yaml").write_text("database:\n  backend: sqlite\n")
     monkeypatch.chdir(tmp_path)
-    code, _, err = ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_CONFIG_PATH": "~/config.yaml"})
+    code, _, err = run_ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_CONFIG_PATH": "~/config.yaml"})
     assert code == 2
     assert "Config file specified by environment variable `DEER_FLOW_CONFIG_PATH` not found at ~/config.yaml" in err
     assert "DeerFlow does not expand '~'" in err
-    code, _, err = ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_PROJECT_ROOT": "~"})
+    code, _, err = run_ckpt("lint-config", env={"HOME": str(tmp_path), "DEER_FLOW_PROJECT_ROOT": "~"})
     assert code == 2 and "DEER_FLOW_PROJECT_ROOT is set to '~'" in err and "does not expand" in err
 
 
@@ -280,7 +267,7 @@ def test_docker_compose_layout_finds_the_database_under_deer_flow_home(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     env = {"DEER_FLOW_HOME": str(home), "DEER_FLOW_CONFIG_PATH": str(config)}
-    code, out, err = ckpt("verify-shape", "--format", "json", env=env)
+    code, out, err = run_ckpt("verify-shape", "--format", "json", env=env)
     assert code in (0, 1), err
     assert json.loads(out)["database"]["description"] == f"SQLite {database}"
 
@@ -297,7 +284,7 @@ def test_a_stale_non_checkpoint_file_is_skipped_and_named(
     real = place_db(checkpoint_db, project / "backend" / ".deer-flow" / "data" / "deerflow.db")
     (project / "config.yaml").write_text("database:\n  backend: sqlite\n")
     monkeypatch.chdir(project)
-    code, out, err = ckpt("verify-shape", "--format", "json")
+    code, out, err = run_ckpt("verify-shape", "--format", "json")
     assert code in (0, 1), err
     document = json.loads(out)
     assert document["database"]["description"] == f"SQLite {real}"
@@ -311,7 +298,7 @@ def test_make_dev_layout_is_found_from_the_checkout(
     root = checkout(tmp_path / "deer-flow", "database:\n  backend: sqlite\n  sqlite_dir: .deer-flow/data\n")
     real = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db")
     monkeypatch.chdir(root / "backend" / "packages")
-    code, out, err = ckpt("verify-shape", "--format", "json", env={"DEER_FLOW_PROJECT_ROOT": str(root)})
+    code, out, err = run_ckpt("verify-shape", "--format", "json", env={"DEER_FLOW_PROJECT_ROOT": str(root)})
     assert code in (0, 1), err
     assert json.loads(out)["database"]["description"] == f"SQLite {real}"
 
@@ -354,29 +341,29 @@ def test_the_upgraded_fixture_is_what_the_upgrader_writes(tmp_path: Path) -> Non
 
 def test_lint_warns_before_the_next_start_replaces_the_cadence(tmp_path: Path) -> None:
     tree = shutil.copytree(DEPLOYMENTS / "before-upgrade", tmp_path / "tree")
-    _, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    _, out, _ = run_ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
     findings = json.loads(out)["findings"]
     warning = next(finding for finding in findings if finding["rule"] == "CK511")
     assert warning["line"] == 10 and "config_version 30 is below" in warning["message"]
     assert "adds checkpoint_delta.snapshot_frequency: 10" in warning["message"]
     # Migrated first, the upgrader finds the nested key present and leaves the cadence alone.
-    assert ckpt("migrate-config", str(tree / "config.yaml"))[0] == 0
+    assert run_ckpt("migrate-config", str(tree / "config.yaml")).exit_code == 0
     upgrade_like_deerflow(tree / "config.yaml")
-    _, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    _, out, _ = run_ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
     assert json.loads(out)["files"][0]["cadence"]["value"] == 1000
     assert not any(finding["rule"] in ("CK511", "CK512") for finding in json.loads(out)["findings"])
 
 
 def test_after_the_upgrade_lint_and_migrate_name_the_lost_cadence(tmp_path: Path) -> None:
     tree = shutil.copytree(DEPLOYMENTS / "upgraded", tmp_path / "tree")
-    code, out, _ = ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
+    code, out, _ = run_ckpt("lint-config", "--format", "json", str(tree / "config.yaml"))
     lost = next(finding for finding in json.loads(out)["findings"] if finding["rule"] == "CK512")
     assert (
         lost["line"] == 9
         and "gives DeerFlow cadence 1000" in lost["message"]
         and "now gives cadence 10" in lost["message"]
     )
-    code, _, err = ckpt("migrate-config", "--check", str(tree / "config.yaml"))
+    code, _, err = run_ckpt("migrate-config", "--check", str(tree / "config.yaml"))
     assert (
         code == 1
         and "config.yaml.bak beside this file (make config-upgrade's backup) gives DeerFlow cadence 1000" in err
@@ -388,9 +375,9 @@ def test_restore_from_backup_carries_the_cadence_back_as_a_minimal_edit(tmp_path
     config = tree / "config.yaml"
     before = config.read_bytes()
     config.chmod(0o640)
-    code, _, _ = ckpt("migrate-config", "--restore-from-backup", "--check", str(config))
+    code, _, _ = run_ckpt("migrate-config", "--restore-from-backup", "--check", str(config))
     assert code == 1 and config.read_bytes() == before
-    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    code, _, err = run_ckpt("migrate-config", "--restore-from-backup", str(config))
     assert code == 0, err
     expected = before.replace(b"  checkpoint_delta_snapshot_frequency: 1000\n", b"").replace(
         b"    snapshot_frequency: 10\n", b"    snapshot_frequency: 1000\n"
@@ -399,10 +386,10 @@ def test_restore_from_backup_carries_the_cadence_back_as_a_minimal_edit(tmp_path
     assert config.stat().st_mode & 0o777 == 0o640
     assert "set back to 1000" in err
     # Done once, it is done: a second run changes nothing and says so.
-    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    code, _, err = run_ckpt("migrate-config", "--restore-from-backup", str(config))
     assert code == 0 and "nothing to restore" in err and config.read_bytes() == expected
     (tree / "config.yaml.bak").unlink()
-    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    code, _, err = run_ckpt("migrate-config", "--restore-from-backup", str(config))
     assert code == 2 and "no config.yaml.bak beside it" in err
 
 
@@ -425,7 +412,7 @@ def test_lint_reads_the_config_block_at_the_outer_files_lines() -> None:
 def test_migrate_edits_the_block_in_place_keeping_its_indentation(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     shutil.copyfile(HELM / "values.yaml", values)
-    code, _, err = ckpt("migrate-config", str(values))
+    code, _, err = run_ckpt("migrate-config", str(values))
     assert code == 0, err
     assert "values.yaml:22: warning: database.checkpoint_delta_snapshot_frequency is deprecated" in err
     assert values.read_bytes() == (HELM / "expected.yaml").read_bytes()
@@ -435,7 +422,7 @@ def test_migrate_edits_the_block_in_place_keeping_its_indentation(tmp_path: Path
     before, after = yaml.safe_load((HELM / "values.yaml").read_text()), yaml.safe_load(values.read_text())
     assert {k: v for k, v in before.items() if k != "config"} == {k: v for k, v in after.items() if k != "config"}
     assert yaml.safe_load(after["config"])["database"]["checkpoint_delta"] == {"snapshot_frequency": 250}
-    code, _, err = ckpt("migrate-config", "--check", str(values))
+    code, _, err = run_ckpt("migrate-config", "--check", str(values))
     assert code == 0 and "nothing to migrate" in err
 
 
@@ -443,11 +430,11 @@ def test_a_block_with_crlf_and_a_refused_value(tmp_path: Path) -> None:
     text = (HELM / "values.yaml").read_text().replace("\n", "\r\n")
     values = tmp_path / "values.yaml"
     values.write_bytes(text.encode())
-    assert ckpt("migrate-config", str(values))[0] == 0
+    assert run_ckpt("migrate-config", str(values)).exit_code == 0
     assert values.read_bytes() == (HELM / "expected.yaml").read_text().replace("\n", "\r\n").encode()
     refused = (HELM / "values.yaml").read_text().replace("frequency: 250", "frequency: yes")
     values.write_text(refused)
-    code, _, err = ckpt("migrate-config", str(values))
+    code, _, err = run_ckpt("migrate-config", str(values))
     assert code == 2 and "values.yaml:22:" in err and values.read_text() == refused
 
 
@@ -469,6 +456,7 @@ def test_the_installed_saver_migrations_are_read_as_the_library_has_them() -> No
     assert schema is not None and schema.migrations == len(MIGRATIONS)
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database: str) -> None:
     import psycopg
@@ -478,13 +466,13 @@ def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database:
     build_postgres(pg_database, None, ["clean-delta"], turns=4, message_bytes=64)
     installed = installed_postgres_schema()
     assert installed is not None
-    code, out, err = ckpt("verify-shape", "--db", pg_database, "--format", "json")
+    code, out, err = run_ckpt("verify-shape", "--db", pg_database, "--format", "json")
     assert code == 0, err
     setup = json.loads(out)["database"]["saver_setup"]
     assert setup.startswith(f"{installed.migrations} saver migrations applied") and "older" not in setup
     with psycopg.connect(pg_database, autocommit=True) as connection:
         connection.execute("DELETE FROM checkpoint_migrations WHERE v >= 5")
-    code, out, _ = ckpt("verify-shape", "--db", pg_database)
+    code, out, _ = run_ckpt("verify-shape", "--db", pg_database)
     assert "tables: 5 saver migrations applied" in out and "set up by an older saver" in out
 
 
@@ -493,14 +481,14 @@ def test_a_cadence_the_operator_set_after_the_upgrade_is_theirs(tmp_path: Path) 
     config = tree / "config.yaml"
     edited = config.read_text().replace("snapshot_frequency: 10", "snapshot_frequency: 500   # tuned")
     config.write_text(edited)
-    _, out, _ = ckpt("lint-config", "--format", "json", str(config))
+    _, out, _ = run_ckpt("lint-config", "--format", "json", str(config))
     assert not any(finding["rule"] == "CK512" for finding in json.loads(out)["findings"])
-    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    code, _, err = run_ckpt("migrate-config", "--restore-from-backup", str(config))
     # Nothing to restore: the legacy key is moved as without the option, the operator's 500 kept.
     assert code == 0 and "nothing to restore" in err and "snapshot_frequency: 500   # tuned" in config.read_text()
     assert "checkpoint_delta_snapshot_frequency" not in config.read_text()
     config.write_text("database: [\n")
-    code, _, err = ckpt("migrate-config", "--restore-from-backup", str(config))
+    code, _, err = run_ckpt("migrate-config", "--restore-from-backup", str(config))
     assert code == 2 and "not valid YAML" in err
 
 
@@ -510,13 +498,13 @@ def test_an_example_that_is_not_the_upgraders_is_ignored(tmp_path: Path) -> None
     project = tmp_path / "a" / "b"
     project.mkdir(parents=True)
     shutil.copyfile(DEPLOYMENTS / "before-upgrade" / "config.yaml", project / "config.yaml")
-    _, out, _ = ckpt("lint-config", "--format", "json", str(project / "config.yaml"))
+    _, out, _ = run_ckpt("lint-config", "--format", "json", str(project / "config.yaml"))
     assert not any(finding["rule"] == "CK511" for finding in json.loads(out)["findings"])
     backend = project / "backend"
     backend.mkdir()
     shutil.move(project / "config.yaml", backend / "config.yaml")
     shutil.copyfile(tmp_path / "config.example.yaml", project / "config.example.yaml")
-    _, out, _ = ckpt("lint-config", "--format", "json", str(backend / "config.yaml"))
+    _, out, _ = run_ckpt("lint-config", "--format", "json", str(backend / "config.yaml"))
     assert any(finding["rule"] == "CK511" for finding in json.loads(out)["findings"])
 
 
@@ -528,7 +516,7 @@ def test_a_resolved_dsn_never_shows_its_password(tmp_path: Path, monkeypatch: py
     (root / ".env").write_text(f"DATABASE_URL=postgresql://deer:{PASSWORD}@db/deerflow\n")
     monkeypatch.chdir(root)
     for args in (("migrate-config", "--check"), ("migrate-config", "--check", "--format", "json"), ("lint-config",)):
-        _, out, err = ckpt(*args)
+        _, out, err = run_ckpt(*args)
         assert "deer:***@db" in out + err and PASSWORD not in out + err, args
 
 
@@ -542,7 +530,7 @@ def test_a_candidate_that_cannot_be_opened_is_an_error_not_a_skip(
     broken.write_bytes(b"not a database at all" * 10)
     place_db(checkpoint_db, root / ".deer-flow" / "data" / "deerflow.db")
     monkeypatch.chdir(root)
-    code, _, err = ckpt("verify-shape")
+    code, _, err = run_ckpt("verify-shape")
     assert code == 2 and f"{broken} is not a SQLite database" in err
 
 
@@ -571,7 +559,7 @@ def test_verify_shape_refuses_a_checkpointer_section_deerflow_refuses(
 ) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(section)
-    code, _, err = ckpt("verify-shape", "--config", str(config))
+    code, _, err = run_ckpt("verify-shape", "--config", str(config))
     assert code == 2 and expected in err, err
 
 
@@ -583,8 +571,8 @@ def test_nesting_past_the_parser_is_ck500_not_a_crash(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("database:\n  checkpoint_delta_snapshot_frequency: 5\n")
     (tmp_path / "config.yaml.bak").write_text(deep)  # a backup nobody can read is no finding
-    assert ckpt("lint-config", str(config))[0] == 0
-    assert ckpt("migrate-config", "--check", str(config))[0] == 1
+    assert run_ckpt("lint-config", str(config)).exit_code == 0
+    assert run_ckpt("migrate-config", "--check", str(config)).exit_code == 1
 
 
 def test_an_unreadable_dotenv_is_a_warning_and_its_variables_left_out(
@@ -592,11 +580,11 @@ def test_an_unreadable_dotenv_is_a_warning_and_its_variables_left_out(
 ) -> None:
     (tmp_path / ".env").write_bytes(b"DATABASE_URL=\xff\xfe\n")
     monkeypatch.chdir(tmp_path)
-    code, _, err = ckpt("verify-shape", "--db", str(checkpoint_db))
+    code, _, err = run_ckpt("verify-shape", "--db", str(checkpoint_db))
     assert code in (0, 1) and "warning: cannot read" in err and "UnicodeDecodeError" in err
     (tmp_path / ".env").unlink()
     os.mkfifo(tmp_path / ".env")
-    code, _, err = ckpt("verify-shape", "--db", str(checkpoint_db))
+    code, _, err = run_ckpt("verify-shape", "--db", str(checkpoint_db))
     assert code in (0, 1) and "is a FIFO" in err
 
 
@@ -613,7 +601,7 @@ def test_helm_block_shapes_migrate_and_read_back(tmp_path: Path, case: str) -> N
     }[case]
     values = tmp_path / "values.yaml"
     values.write_text(text)
-    code, _, err = ckpt("migrate-config", str(values))
+    code, _, err = run_ckpt("migrate-config", str(values))
     assert code == 0, err
     after = yaml.safe_load(values.read_text())
     assert yaml.safe_load(after["config"])["database"]["checkpoint_delta"] == {"snapshot_frequency": 250}
@@ -640,8 +628,8 @@ def test_a_config_named_from_outside_its_checkout_gets_the_checkouts_dotenv(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     # Run from the checkout or from outside it, the same file reads the same: DeerFlow's .env is the checkout's.
-    outside = ckpt("lint-config", str(root / "config.yaml"))
+    outside = run_ckpt("lint-config", str(root / "config.yaml"))
     monkeypatch.chdir(root)
-    inside = ckpt("lint-config", str(root / "config.yaml"))
+    inside = run_ckpt("lint-config", str(root / "config.yaml"))
     assert outside[0] == inside[0] == 0 and "CK500" not in outside[1]
     assert "supplies $DATABASE_URL" in outside[2] and PASSWORD not in outside[1] + outside[2]

@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from deerflow_ckpt.cli.app import app
+from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
 
-runner = CliRunner()
 CKPT = [sys.executable, "-m", "deerflow_ckpt"]
 
 
@@ -27,17 +25,17 @@ CKPT = [sys.executable, "-m", "deerflow_ckpt"]
 def test_debug_prints_the_real_traceback_wherever_it_is_given(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.db")
     for args in (["--debug", "verify-shape", "--db", missing], ["verify-shape", "--db", missing, "--debug"]):
-        result = runner.invoke(app, args)
+        result = run_ckpt(*args)
         assert result.exit_code == 2
         assert "Traceback (most recent call last)" in result.stderr and "NoneType: None" not in result.stderr
         assert f"StoreError: {missing}: no such file" in result.stderr
-    quiet = runner.invoke(app, ["verify-shape", "--db", missing])
+    quiet = run_ckpt("verify-shape", "--db", missing)
     assert quiet.exit_code == 2 and "Traceback" not in quiet.stderr
 
 
 def test_a_value_named_debug_is_not_taken_for_the_option(tmp_path: Path) -> None:
     """Only the flag moves: after a "--" every argument is left as it was."""
-    result = runner.invoke(app, ["migrate-config", "--check", "--", "--debug"])
+    result = run_ckpt("migrate-config", "--check", "--", "--debug")
     assert result.exit_code == 2 and "--debug" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -55,11 +53,11 @@ def test_huge_cadences_are_refused_in_one_line(tmp_path: Path) -> None:
         f"database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: {'59:' * 3000}1\n"
     )
     for config in (hex_config, sexagesimal):
-        lint = runner.invoke(app, ["lint-config", str(config)])
+        lint = run_ckpt("lint-config", str(config))
         assert lint.exit_code == 1 and "internal error" not in lint.stderr
         assert "CK504" in lint.stdout and "beyond any count a process reaches" in lint.stdout
     before = sexagesimal.read_bytes()
-    migrate = runner.invoke(app, ["migrate-config", str(sexagesimal)])
+    migrate = run_ckpt("migrate-config", str(sexagesimal))
     assert migrate.exit_code == 2 and "internal error" not in migrate.stderr
     assert "beyond any count a process reaches" in migrate.stderr
     assert sexagesimal.read_bytes() == before
@@ -90,15 +88,13 @@ def test_output_that_is_an_input_is_refused(built_sqlite: BuiltDatabase, tmp_pat
     link = tmp_path / "report.json"
     link.hardlink_to(database)
     for target in (database, link, tmp_path / "deerflow.db-wal", tmp_path / "sub" / ".." / "deerflow.db"):
-        result = runner.invoke(
-            app, ["verify-shape", "--db", str(database), "--format", "json", "--output", str(target)]
-        )
+        result = run_ckpt("verify-shape", "--db", str(database), "--format", "json", "--output", str(target))
         assert result.exit_code == 2, target
         assert "would overwrite it" in result.stderr and "Traceback" not in result.stderr
     assert database.read_bytes() == original and not (tmp_path / "deerflow.db-wal").exists()
     config = tmp_path / "config.yaml"
     config.write_text("database:\n  backend: sqlite\n")
-    result = runner.invoke(app, ["lint-config", str(config), "--output", str(config)])
+    result = run_ckpt("lint-config", str(config), "--output", str(config))
     assert result.exit_code == 2 and config.read_text() == "database:\n  backend: sqlite\n"
 
 
@@ -106,7 +102,7 @@ def test_output_replaces_a_report_whole(built_sqlite: BuiltDatabase, tmp_path: P
     report = tmp_path / "report.json"
     report.write_text("an older, longer report " * 1000)
     report.chmod(0o640)
-    result = runner.invoke(app, ["verify-shape", "--db", built_sqlite.db, "--format", "json", "--output", str(report)])
+    result = run_ckpt("verify-shape", "--db", built_sqlite.db, "--format", "json", "--output", str(report))
     assert result.exit_code == 1
     assert report.read_text().startswith("{") and report.read_text().rstrip().endswith("}")
     assert report.stat().st_mode & 0o777 == 0o640
@@ -117,7 +113,7 @@ def test_output_replaces_a_report_whole(built_sqlite: BuiltDatabase, tmp_path: P
 
 
 def test_a_multi_line_libpq_error_is_one_line() -> None:
-    result = runner.invoke(app, ["verify-shape", "--db", "postgresql://postgres:s3cret-pw@127.0.0.1:1/nothing"])
+    result = run_ckpt("verify-shape", "--db", "postgresql://postgres:s3cret-pw@127.0.0.1:1/nothing")
     assert result.exit_code == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("ckpt: error")]
     assert len(errors) == 1 and "Connection refused" in errors[0] and "Is the server running" in errors[0]
@@ -152,19 +148,19 @@ def test_identifiers_cannot_drive_a_terminal_or_a_ci_log(
     built_sqlite: BuiltDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     database = str(_evil_copy(built_sqlite, tmp_path))
-    text = runner.invoke(app, ["verify-shape", "--db", database, "--cadence", "10"])
+    text = run_ckpt("verify-shape", "--db", database, "--cadence", "10")
     assert text.exit_code == 1 and "evil\\x1b[31mRED" in text.stdout and ":\\x3awarning" in text.stdout
     _no_raw_controls(text.stdout)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    github = runner.invoke(app, ["verify-shape", "--db", database, "--cadence", "10", "--format", "github"])
+    github = run_ckpt("verify-shape", "--db", database, "--cadence", "10", "--format", "github")
     _no_raw_controls(github.stdout)
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in github.stdout.splitlines())
     markdown = summary.read_text()
     _no_raw_controls(markdown)
     assert "<script>" not in markdown and "&lt;script&gt;" in markdown and "\\|cell\\|" in markdown
     for command in (["inspect", "summary"], ["inspect", "thread", "--all"]):
-        shown = runner.invoke(app, [*command, "--db", database])
+        shown = run_ckpt(*command, "--db", database)
         assert shown.exit_code == 0, shown.stderr
         _no_raw_controls(shown.stdout)
         assert "evil\\x1b" in shown.stdout
@@ -202,7 +198,7 @@ def test_malformed_dsns_never_print_their_password(tmp_path: Path) -> None:
         "host=127.0.0.1 port=1 password='Hunter2 wOrd' dbname=db",
     ):
         for extra in ([], ["--debug"], ["--format", "json"], ["--format", "sarif"], ["--format", "github"]):
-            result = runner.invoke(app, ["verify-shape", "--db", dsn, *extra])
+            result = run_ckpt("verify-shape", "--db", dsn, *extra)
             assert result.exit_code == 2, (dsn, extra)
             assert not _leaks(result.stdout + result.stderr), (dsn, extra, result.stderr)
 
@@ -211,14 +207,14 @@ def test_the_ssl_key_passphrase_is_masked_too() -> None:
     # A fresh process: a secret masked once is remembered, which would hide a pattern that misses it.
     for dsn in ("postgresql://u@127.0.0.1:1/db?sslpassword=Pass9phrase&sslmode=disable",
                 "host=127.0.0.1 port=1 sslpassword=Pass9phrase dbname=db"):  # fmt: skip
-        result = subprocess.run([*CKPT, "verify-shape", "--db", dsn], capture_output=True, text=True)
-        assert result.returncode == 2 and "cannot connect" in result.stderr, result.stderr
+        result = run_ckpt("verify-shape", "--db", dsn, process=True)
+        assert result.exit_code == 2 and "cannot connect" in result.stderr, result.stderr
         assert "Pass9phrase" not in result.stdout + result.stderr and "sslpassword=***" in result.stderr
 
 
 def test_an_unknown_scheme_is_refused_not_taken_for_a_file() -> None:
     for dsn in (f"mysql://u:{SECRET}@h/db", f"postgressql://u:{SECRET}@h/db", f"sqlite://u:{SECRET}@x"):
-        result = runner.invoke(app, ["verify-shape", "--db", dsn])
+        result = run_ckpt("verify-shape", "--db", dsn)
         assert result.exit_code == 2 and "not " in result.stderr and "give a SQLite database as a path" in result.stderr
         assert result.stderr.count("\n") == 1 and not _leaks(result.stderr)
 
@@ -236,7 +232,7 @@ def test_a_scan_with_a_percent_encoded_password_prints_it_nowhere(
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     for output_format in ("text", "json", "github", "sarif"):
-        result = runner.invoke(app, ["verify-shape", "--db", dsn, "--format", output_format, "--debug"])
+        result = run_ckpt("verify-shape", "--db", dsn, "--format", output_format, "--debug")
         assert result.exit_code == 1, result.stderr
         shown = result.stdout + result.stderr
         assert "Hunter2" not in shown and "w%40O" not in shown and "O%2Frd" not in shown
@@ -247,7 +243,7 @@ def test_a_postgres_url_given_as_a_mapping_is_not_printed(tmp_path: Path) -> Non
     config = tmp_path / "config.yaml"
     config.write_text(f"database:\n  backend: postgres\n  postgres_url:\n    host: db\n    password: {SECRET}\n")
     for output_format in ("text", "json", "github", "sarif"):
-        result = runner.invoke(app, ["lint-config", str(config), "--format", output_format])
+        result = run_ckpt("lint-config", str(config), "--format", output_format)
         assert result.exit_code == 1 and "CK500" in result.stdout
         assert not _leaks(result.stdout + result.stderr), output_format
 
@@ -286,6 +282,7 @@ def test_the_gadgets_run_under_langgraphs_default_loader(tmp_path: Path) -> None
     assert JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(("msgpack", importer))[0].__name__ == "json"
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     from fixtures.dbbuilder.build import build_postgres, build_sqlite, open_backend
@@ -307,7 +304,7 @@ def test_gadget_writes_are_reported_never_loaded(backend: str, tmp_path: Path, r
             handle.set_write(thread.thread_id, "", write.checkpoint_id, write.task_id, "msgpack", value)
     finally:
         handle.close()
-    result = runner.invoke(app, ["verify-shape", "--db", db, "--format", "json"])
+    result = run_ckpt("verify-shape", "--db", db, "--format", "json")
     assert result.exit_code == 1, result.stderr
     import json
 
@@ -364,7 +361,7 @@ def test_a_killed_runs_leftovers_are_removed_on_the_next_write(tmp_path: Path) -
     an_hour_ago = time.time() - 3600
     os.utime(stale, (an_hour_ago, an_hour_ago))
     os.utime(other, (an_hour_ago, an_hour_ago))
-    result = runner.invoke(app, ["migrate-config", str(config)])
+    result = run_ckpt("migrate-config", str(config))
     assert result.exit_code == 0, result.stderr
     assert not stale.exists() and fresh.exists() and other.exists()
 
@@ -416,13 +413,13 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
     for command in (["lint-config", str(bomb)], ["migrate-config", "--check", str(bomb)], ["migrate-config", str(bomb)],
                     ["verify-shape", "--config", str(bomb)]):  # fmt: skip
         started = time.monotonic()
-        result = runner.invoke(app, command)
+        result = run_ckpt(*command)
         assert time.monotonic() - started < 10, command
         assert result.exit_code in (1, 2) and "alias bomb" in result.stdout + result.stderr, command
         assert "internal error" not in result.stderr
     recursive = tmp_path / "recursive.yaml"
     recursive.write_text("database: &d\n  backend: sqlite\n  again: *d\n")
-    result = runner.invoke(app, ["lint-config", str(recursive)])
+    result = run_ckpt("lint-config", str(recursive))
     assert result.exit_code == 2 and "internal error" not in result.stderr
 
 
@@ -439,12 +436,12 @@ def test_special_and_huge_files_are_refused(tmp_path: Path) -> None:
              str(huge): "larger than 16 MB"}  # fmt: skip
     for path, reason in cases.items():
         for command in (["lint-config", path], ["migrate-config", "--check", path]):
-            result = subprocess.run([*CKPT, *command], capture_output=True, timeout=30, check=False)
-            assert result.returncode in (1, 2), (command, result.returncode)
-            assert reason in (result.stdout + result.stderr).decode(), (command, result.stderr)
-    piped = subprocess.run([*CKPT, "migrate-config", "-"], input=b"#" * (17 * 1024 * 1024), capture_output=True,
-                           timeout=30, check=False)  # fmt: skip
-    assert piped.returncode == 2 and b"more than 16 MB" in piped.stderr
+            # A real process, so a read that never ends (/dev/zero, a FIFO) is stopped by the timeout.
+            result = run_ckpt(*command, process=True, timeout=30)
+            assert result.exit_code in (1, 2), (command, result.exit_code)
+            assert reason in result.output, (command, result.stderr)
+    piped = run_ckpt("migrate-config", "-", input=b"#" * (17 * 1024 * 1024), process=True, timeout=30)
+    assert piped.exit_code == 2 and "more than 16 MB" in piped.stderr
 
 
 # -- 8: keys that are no text (BLOB, NULL, numbers) are shown typed, never crash a report ----------------------
@@ -484,14 +481,14 @@ def test_odd_keys_are_shown_typed_in_every_format(
     database = str(_odd_keys_copy(built_sqlite, tmp_path, loose_schema))
     expected = {"NULL", "4242"} if loose_schema else {"x'00626c6f62ff'", "x'01'"}
     for output_format in ("text", "json", "github", "sarif"):
-        result = runner.invoke(app, ["verify-shape", "--db", database, "--format", output_format])
+        result = run_ckpt("verify-shape", "--db", database, "--format", output_format)
         assert result.exit_code == 1, (output_format, result.stderr)
         assert "internal error" not in result.stderr
         if output_format == "json":
             threads = {f["thread_id"] for f in json.loads(result.stdout)["findings"]}
             assert expected <= threads
     for command in (["summary"], ["thread", "--all"]):
-        shown = runner.invoke(app, ["inspect", *command, "--db", database, "--format", "json"])
+        shown = run_ckpt("inspect", *command, "--db", database, "--format", "json")
         assert shown.exit_code == 0 and "internal error" not in shown.stderr
 
 
@@ -570,6 +567,7 @@ class _StallingProxy:
             sock.close()
 
 
+@pytest.mark.slow  # waits out a 3 s network timeout
 @pytest.mark.postgres
 def test_a_proxy_that_stops_forwarding_ends_the_scan(built_postgres: BuiltDatabase) -> None:
     import time
@@ -580,27 +578,30 @@ def test_a_proxy_that_stops_forwarding_ends_the_scan(built_postgres: BuiltDataba
         parts = urlsplit(built_postgres.db)
         dsn = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
         started = time.monotonic()
-        result = subprocess.run([*CKPT, "verify-shape", "--db", dsn, "--jobs", "1", "--network-timeout", "3s"],
-                                capture_output=True, timeout=90, check=False)  # fmt: skip
+        # A real process, so a scan that never ends is stopped by the timeout.
+        result = run_ckpt(
+            "verify-shape", "--db", dsn, "--jobs", "1", "--network-timeout", "3s", process=True, timeout=90
+        )
         assert time.monotonic() - started < 60
-        assert result.returncode == 2
-        errors = [line for line in result.stderr.decode().splitlines() if line.startswith("ckpt: error")]
+        assert result.exit_code == 2
+        errors = [line for line in result.stderr.splitlines() if line.startswith("ckpt: error")]
         assert len(errors) == 1 and "no data from the server for 3 s" in errors[0]
     finally:
         proxy.close()
 
 
+@pytest.mark.slow  # waits out the scan's lock timeout
 @pytest.mark.postgres
 def test_a_scan_behind_an_exclusive_lock_stops_with_one_line(built_postgres: BuiltDatabase) -> None:
     import psycopg
 
     with psycopg.connect(built_postgres.db) as holder:
         holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
-        result = subprocess.run([*CKPT, "verify-shape", "--db", built_postgres.db, "--jobs", "1"],
-                                capture_output=True, timeout=90, check=False)  # fmt: skip
+        # A real process, so a scan that never ends is stopped by the timeout.
+        result = run_ckpt("verify-shape", "--db", built_postgres.db, "--jobs", "1", process=True, timeout=90)
         holder.rollback()
-    assert result.returncode == 2
-    assert "lock timeout" in result.stderr.decode() and result.stderr.decode().count("\n") == 2
+    assert result.exit_code == 2
+    assert "lock timeout" in result.stderr and result.stderr.count("\n") == 2
 
 
 @pytest.mark.postgres
@@ -614,9 +615,9 @@ def test_the_roles_statement_timeout_is_respected(
     role = psycopg.conninfo.conninfo_to_dict(dsn).get("user") or urlsplit_user(dsn)
     with psycopg.connect(built_postgres.db, autocommit=True) as admin:
         admin.execute(sql.SQL("ALTER ROLE {} SET statement_timeout = '1ms'").format(sql.Identifier(role)))
-    strict = runner.invoke(app, ["verify-shape", "--db", dsn, "--jobs", "1"])
+    strict = run_ckpt("verify-shape", "--db", dsn, "--jobs", "1")
     assert strict.exit_code == 2 and "statement timeout" in strict.stderr
-    relaxed = runner.invoke(app, ["verify-shape", "--db", dsn, "--jobs", "1", "--statement-timeout", "5m"])
+    relaxed = run_ckpt("verify-shape", "--db", dsn, "--jobs", "1", "--statement-timeout", "5m")
     assert relaxed.exit_code == 1, relaxed.stderr
 
 
@@ -633,13 +634,13 @@ def test_rewrites_refuse_read_only_and_hard_linked_files(tmp_path: Path) -> None
     config = tmp_path / "config.yaml"
     config.write_text(LEGACY)
     config.chmod(0o444)
-    result = runner.invoke(app, ["migrate-config", str(config)])
+    result = run_ckpt("migrate-config", str(config))
     assert result.exit_code == 2 and "does not let you write it" in result.stdout + result.stderr
     assert config.read_text() == LEGACY
     config.chmod(0o644)
     link = tmp_path / "linked.yaml"
     link.hardlink_to(config)
-    result = runner.invoke(app, ["migrate-config", str(config)])
+    result = run_ckpt("migrate-config", str(config))
     assert result.exit_code == 2 and "hard links" in result.stdout + result.stderr
     assert config.read_text() == LEGACY == link.read_text()
 
@@ -652,7 +653,7 @@ def test_rewrites_keep_owner_and_extended_attributes(tmp_path: Path) -> None:
     os.setxattr(config, "user.origin", b"ops-repo")
     if os.geteuid() == 0:
         os.chown(config, 12345, 12345)  # root rewrites another user's file and gives it back
-    result = runner.invoke(app, ["migrate-config", str(config)])
+    result = run_ckpt("migrate-config", str(config))
     assert result.exit_code == 0, result.stderr
     assert "checkpoint_delta:" in config.read_text()
     assert os.getxattr(config, "user.origin") == b"ops-repo"
@@ -750,6 +751,7 @@ def _rewrite_snapshot(db: str, thread_id: str, checkpoint_id: str, payload: byte
         )
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> None:
     import json
 
@@ -764,7 +766,7 @@ def test_a_snapshot_that_runs_code_on_load_never_scans_clean(tmp_path: Path) -> 
     marker = tmp_path / "ran"
     _rewrite_snapshot(db, evil.thread_id, evil.snapshot_ids()[-1], _messages_running(f"touch {marker}"))
     _rewrite_snapshot(db, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
-    result = runner.invoke(app, ["verify-shape", "--db", db, "--format", "json"])
+    result = run_ckpt("verify-shape", "--db", db, "--format", "json")
     assert result.exit_code == 1, result.stderr
     found = {(f["rule"], f["thread_id"], f["checkpoint_id"]) for f in json.loads(result.stdout)["findings"]}
     assert ("CK105", evil.thread_id, evil.snapshot_ids()[-1]) in found
@@ -809,6 +811,7 @@ def _rewrite_snapshot_blob(dsn: str, thread_id: str, checkpoint_id: str, payload
         )
 
 
+@pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_database: str, tmp_path: Path) -> None:
     import json
@@ -833,7 +836,7 @@ def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_da
     _rewrite_snapshot_blob(pg_database, keyed.thread_id, keyed.snapshot_ids()[-1], keyed_payload)
     _rewrite_snapshot_blob(pg_database, broken.thread_id, broken.snapshot_ids()[-1], b"\xc1 not msgpack")
     for jobs in ("1", "2"):
-        result = runner.invoke(app, ["verify-shape", "--db", pg_database, "--format", "json", "--jobs", jobs])
+        result = run_ckpt("verify-shape", "--db", pg_database, "--format", "json", "--jobs", jobs)
         assert result.exit_code == 1, result.stderr
         found = {(f["rule"], f["thread_id"], f["checkpoint_id"]) for f in json.loads(result.stdout)["findings"]}
         assert ("CK105", evil.thread_id, evil.snapshot_ids()[-1]) in found

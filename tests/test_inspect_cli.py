@@ -1,7 +1,7 @@
 """`ckpt inspect thread` and `ckpt inspect summary` through the command line, on SQLite and Postgres.
 
 Formats, exits, unknown threads and namespaces, --top/--by/--all, --what-if, and the terminal
-conventions (ASCII fallback, NO_COLOR) in a real subprocess where the encoding matters.
+conventions (ASCII fallback, NO_COLOR), in a real process where the stream's encoding matters.
 """
 
 from __future__ import annotations
@@ -9,20 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from deerflow_ckpt.analysis.store_summary import RankBy
 from deerflow_ckpt.analysis.what_if import DEFAULT_WHAT_IF
 from deerflow_ckpt.cli import inspect as inspect_cli
-from deerflow_ckpt.cli.app import app
+from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -35,8 +31,9 @@ def built(request: pytest.FixtureRequest) -> BuiltDatabase:
     return database
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, ["inspect", *args], env=env)
+def run(*args: str, env: dict[str, str] | None = None, process: bool = False) -> CkptRun:
+    """The command every test here runs."""
+    return run_ckpt("inspect", *args, env=env, process=process)
 
 
 def db_args(built: BuiltDatabase) -> list[str]:
@@ -202,31 +199,25 @@ def test_summary(built: BuiltDatabase) -> None:
     assert {int(r["lower"]): int(r["count"]) for r in rows if r["metric"] == "inferred_cadence"} == dict(inferred)
 
 
-def _subprocess(built: BuiltDatabase, extra_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "PYTHONIOENCODING")}
-    env.update(extra_env)
-    command = [sys.executable, "-m", "deerflow_ckpt", "inspect", *args, *db_args(built)]
-    return subprocess.run(command, env=env, capture_output=True, check=False, timeout=120)
-
-
 def test_ascii_terminal_gets_hash_bars(built_sqlite: BuiltDatabase) -> None:
     """rich raises UnicodeEncodeError on an ASCII stdout; the report falls back to '#' bars."""
     for command in (["thread", "mixed-writers-k10-k1000-k10"], ["summary"]):
-        done = _subprocess(built_sqlite, {"PYTHONIOENCODING": "ascii"}, *command)
-        assert done.returncode == 0, done.stderr.decode()
-        out = done.stdout.decode("ascii")  # raises if anything non-ASCII was written
+        # A real process: only there is sys.stdout an ASCII stream, as on an ASCII terminal.
+        done = run(*command, *db_args(built_sqlite), env={"PYTHONIOENCODING": "ascii"}, process=True)
+        assert done.exit_code == 0, done.stderr
+        out = done.stdout_bytes.decode("ascii")  # raises if anything non-ASCII was written
         assert re.search(r"\s#+\s", out), out
 
 
 def test_colour_follows_force_color_and_no_color(built_sqlite: BuiltDatabase) -> None:
-    args = ("thread", "clean-delta-k3", "--cadence", "3")
-    forced = _subprocess(built_sqlite, {"FORCE_COLOR": "1"}, *args)
-    assert COLOUR_SGR.search(forced.stdout.decode())
-    plain = _subprocess(built_sqlite, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, *args)
-    assert plain.returncode == 0
-    assert not COLOUR_SGR.search(plain.stdout.decode())
-    machine = _subprocess(built_sqlite, {"FORCE_COLOR": "1"}, *args, "--format", "json")
-    assert b"\x1b" not in machine.stdout
+    args = ("thread", "clean-delta-k3", "--cadence", "3", *db_args(built_sqlite))
+    forced = run(*args, env={"FORCE_COLOR": "1"})
+    assert COLOUR_SGR.search(forced.stdout)
+    plain = run(*args, env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert plain.exit_code == 0
+    assert not COLOUR_SGR.search(plain.stdout)
+    machine = run(*args, "--format", "json", env={"FORCE_COLOR": "1"})
+    assert "\x1b" not in machine.stdout
     json.loads(machine.stdout)
 
 

@@ -1,14 +1,11 @@
 """`ckpt lint-config`: every rule on its fixture with exact lines, DeerFlow's warnings verbatim, `$VAR`
 values, the cross-file check on SQLite and Postgres, and the CLI contract (formats, streams, exits,
-colour) in real subprocesses. Fixtures: fixtures/lint_configs/ (see its README).
+colour), in process. Fixtures: fixtures/lint_configs/ (see its README).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.identity import DatabaseIdentity, parse_dsn, postgres_identity
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
 from deerflow_ckpt.rules import RULES
+from tests.cli import CkptRun, run_ckpt
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "lint_configs"
@@ -28,9 +26,6 @@ SHARED = FIXTURES / "shared"
 DEERFLOW_CLEAN = REPO / "fixtures" / "configs" / "deerflow_style_upgraded" / "expected.yaml"
 PASSWORD = "s3cret"
 ANSI = "\x1b["
-# Variables that would change what a run sees; every test starts without them.
-OUTSIDE = ("NO_COLOR", "FORCE_COLOR", "TERM", "GITHUB_STEP_SUMMARY", "DEER_FLOW_HOME", "DEER_FLOW_PROJECT_ROOT")
-OUTSIDE_VARS = ("DEER_FLOW_CONFIG_PATH", "DATABASE_URL", "SNAPSHOT_FREQUENCY", "SNAPSHOT_FREQ", *OUTSIDE)
 
 
 def lint(path: Path, environ: dict[str, str] | None = None, cwd: Path = REPO) -> FileLint:
@@ -55,20 +50,9 @@ def cross(result: LintReport) -> list[tuple[str, int | None]]:
     return sorted((Path(path).name, finding.line) for path, finding in result.consistency.findings)
 
 
-def ckpt(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k not in OUTSIDE_VARS}
-    environment.update(CLEAN_ENV)
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-m", "deerflow_ckpt", "lint-config", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=cwd,
-        timeout=120,
-    )
-    assert "Traceback" not in result.stderr
-    return result
+def ckpt(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO, process: bool = False) -> CkptRun:
+    """lint-config where the keys DeerFlow's example config reads are set, as where DeerFlow runs."""
+    return run_ckpt("lint-config", *args, env={**CLEAN_ENV, **(env or {})}, cwd=cwd, process=process)
 
 
 # -- one file: each rule on its case, at its line --------------------------------------------------
@@ -387,7 +371,7 @@ def test_postgres_identity_normalises_driver_host_case_and_default_port() -> Non
 
 def test_clean_exits_0_with_the_report_on_stdout_only() -> None:
     result = ckpt(str(DEERFLOW_CLEAN))
-    assert result.returncode == 0
+    assert result.exit_code == 0
     assert result.stderr == ""
     assert "1 config file: no findings." in result.stdout
     assert f"SQLite {REPO}/.deer-flow/data/deerflow.db" in result.stdout
@@ -396,12 +380,11 @@ def test_clean_exits_0_with_the_report_on_stdout_only() -> None:
 def test_text_lines_are_path_line_rule_severity_message() -> None:
     path = FIXTURES / "boolean_cadence.yaml"
     result = ckpt("--color", "never", str(path))
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert result.stdout.startswith(f"{path}:5: CK504 error: database.checkpoint_delta.snapshot_frequency: yes")
     assert "1 config file: 1 error, 0 warnings, 0 info." in result.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "args", "expected"),
     [
@@ -418,27 +401,29 @@ def test_text_lines_are_path_line_rule_severity_message() -> None:
 def test_exit_codes(name: str, args: tuple[str, ...], expected: int) -> None:
     for output_format in ("text", "json"):
         result = ckpt(*args, "--format", output_format, str(FIXTURES / f"{name}.yaml"))
-        assert result.returncode == expected, (output_format, result.stdout)
+        assert result.exit_code == expected, (output_format, result.stdout)
 
 
 @pytest.mark.parametrize("args", [("--exit-zero",), ()])
 def test_a_missing_file_exits_2_with_one_line_and_no_payload(args: tuple[str, ...], tmp_path: Path) -> None:
-    result = ckpt(*args, "--format", "json", str(FIXTURES / "clean_delta.yaml"), str(tmp_path / "missing.yaml"))
-    assert result.returncode == 2
+    # A real process: the exit status and the only bytes a shell sees come from the console script.
+    missing = str(tmp_path / "missing.yaml")
+    result = ckpt(*args, "--format", "json", str(FIXTURES / "clean_delta.yaml"), missing, process=True)
+    assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == f"ckpt: error: {tmp_path / 'missing.yaml'}: no such file\n"
 
 
 def test_a_directory_exits_2(tmp_path: Path) -> None:
     result = ckpt(str(tmp_path))
-    assert result.returncode == 2 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == ""
     assert "is a directory" in result.stderr
 
 
 def test_without_files_it_lints_the_config_deerflow_would_find(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_bytes((FIXTURES / "boolean_cadence.yaml").read_bytes())
     result = ckpt("--format", "json", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert "ckpt: using" in result.stderr
     assert [(f["rule"], f["line"]) for f in json.loads(result.stdout)["findings"]] == [("CK504", 5)]
 
@@ -454,7 +439,7 @@ def test_relative_sqlite_dir_resolves_against_the_working_directory(tmp_path: Pa
 
 def test_json_document() -> None:
     result = ckpt("--format", "json", str(SHARED / "sqlite_gateway.yaml"), str(SHARED / "sqlite_worker.yaml"))
-    assert result.returncode == 1 and result.stderr == ""
+    assert result.exit_code == 1 and result.stderr == ""
     document = json.loads(result.stdout)
     assert document["schema_version"] == 1
     assert document["command"] == "lint-config"
@@ -490,7 +475,7 @@ def test_github_format_annotates_each_file_line_and_appends_the_step_summary(tmp
     summary.write_text("earlier step\n", encoding="utf-8")
     paths = (FIXTURES / "legacy_carried.yaml", FIXTURES / "backend_unknown.yaml", FIXTURES / "env_references.yaml")
     result = ckpt("--format", "github", *map(str, paths), env={"GITHUB_STEP_SUMMARY": str(summary)})
-    assert result.returncode == 1
+    assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["::warning", "::error", "::error", "::error"]
     # Relative to the working directory (the repository here), as GitHub needs them.
@@ -509,7 +494,7 @@ def test_github_format_annotates_each_file_line_and_appends_the_step_summary(tmp
 def test_sarif_format() -> None:
     path = FIXTURES / "unknown_keys.yaml"
     result = ckpt("--format", "sarif", str(path))
-    assert result.returncode == 0 and result.stderr == ""
+    assert result.exit_code == 0 and result.stderr == ""
     sarif = json.loads(result.stdout)
     assert sarif["version"] == "2.1.0"
     results = sarif["runs"][0]["results"]
@@ -524,7 +509,7 @@ def test_sarif_format() -> None:
 def test_output_file_takes_the_payload(tmp_path: Path) -> None:
     target = tmp_path / "report.json"
     result = ckpt("--format", "json", "--output", str(target), str(FIXTURES / "boolean_cadence.yaml"))
-    assert result.returncode == 1 and result.stdout == ""
+    assert result.exit_code == 1 and result.stdout == ""
     assert json.loads(target.read_text(encoding="utf-8"))["findings"][0]["rule"] == "CK504"
 
 
@@ -546,7 +531,7 @@ def test_passwords_never_appear(output_format: str, tmp_path: Path) -> None:
         "SNAPSHOT_FREQUENCY": "250",
     }
     result = ckpt("--format", output_format, *map(str, PASSWORD_FILES), env=env)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert "CK510" in result.stdout and "CK500" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
     if summary.exists():
@@ -572,7 +557,7 @@ def test_passwords_never_appear_in_odd_places(output_format: str, tmp_path: Path
         (tmp_path / name).write_text(text, encoding="utf-8")
     long_dsn = f"postgresql://deerflow_application_user:{PASSWORD}-and-more@db.internal.example.com:5432/deerflow"
     result = ckpt("--format", output_format, *sorted(LEAKY_CONFIGS), env={"DATABASE_URL": long_dsn}, cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert PASSWORD not in result.stdout + result.stderr
     for name in ("slash.yaml", "at.yaml", "no_scheme.yaml"):
         assert name in result.stdout
@@ -587,7 +572,7 @@ def test_brackets_in_paths_and_values_are_text(tmp_path: Path) -> None:
     other = tmp_path / "config.yaml"
     other.write_text("database:\n  sqlite_dir: /srv/[bold]x[/bold]/data\n  checkpoint_channel_mode: delta\n")
     result = ckpt(str(config), str(other))
-    assert result.returncode == 1, result.stderr
+    assert result.exit_code == 1, result.stderr
     assert "/srv/[bold]x[/bold]/data/deerflow.db" in result.stdout
     assert str(config) in result.stdout
 
@@ -604,7 +589,7 @@ def test_brackets_in_paths_and_values_are_text(tmp_path: Path) -> None:
 )
 def test_text_colour(args: tuple[str, ...], env: dict[str, str], coloured: bool) -> None:
     result = ckpt(*args, str(FIXTURES / "boolean_cadence.yaml"), env=env)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert (ANSI in result.stdout) is coloured
     assert ANSI not in result.stderr
 
@@ -612,7 +597,7 @@ def test_text_colour(args: tuple[str, ...], env: dict[str, str], coloured: bool)
 @pytest.mark.parametrize("output_format", ["json", "github", "sarif"])
 def test_machine_formats_never_carry_ansi(output_format: str) -> None:
     result = ckpt("--format", output_format, "--color", "always", str(FIXTURES / "boolean_cadence.yaml"))
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert ANSI not in result.stdout + result.stderr
 
 
@@ -635,9 +620,9 @@ def test_empty_sqlite_dir_is_the_working_directory(tmp_path: Path) -> None:
     (tmp_path / "default.yaml").write_text("database:\n  checkpoint_channel_mode: full\n")
     (tmp_path / "dot.yaml").write_text("database:\n  sqlite_dir: .\n  checkpoint_channel_mode: full\n")
     apart = ckpt("empty.yaml", "default.yaml", cwd=tmp_path)
-    assert apart.returncode == 0, apart.stdout
+    assert apart.exit_code == 0, apart.stdout
     shared = ckpt("empty.yaml", "dot.yaml", cwd=tmp_path)
-    assert shared.returncode == 1 and "CK510" in shared.stdout
+    assert shared.exit_code == 1 and "CK510" in shared.stdout
     assert f"SQLite {tmp_path.resolve() / 'deerflow.db'}" in shared.stdout
 
 
@@ -657,8 +642,8 @@ def test_cadence_spelt_so_yaml_11_reads_another_number(
     findings = [f for f in document["findings"] if f["rule"] == "CK504"]
     assert document["files"][0]["cadence"]["value"] == read_as
     if flagged:
-        assert result.returncode == 1
+        assert result.exit_code == 1
         assert [f["line"] for f in findings] == [4]
         assert f"{written} is read by DeerFlow (PyYAML, YAML 1.1) as {read_as}" in findings[0]["message"]
     else:
-        assert result.returncode == 0 and findings == []
+        assert result.exit_code == 0 and findings == []

@@ -1,4 +1,4 @@
-"""`ckpt migrate-config` through typer's CliRunner: modes, locating config.yaml, writes, errors."""
+"""`ckpt migrate-config` in process: modes, locating config.yaml, writes, errors."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config import messages
-from tests.unprivileged import run_ckpt
+from tests.cli import CkptRun, run_ckpt
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
-LOCATE_ENV = ("DEER_FLOW_CONFIG_PATH", "DEER_FLOW_PROJECT_ROOT")
 
 
 def fixture(name: str, which: str = "input") -> bytes:
@@ -30,13 +27,9 @@ def place(path: Path, name: str) -> Path:
     return path
 
 
-def run(*args: str, input: bytes | None = None, env: dict[str, str | None] | None = None) -> Result:
-    # Never inherit the outer shell's DeerFlow variables.
-    environment: dict[str, str | None] = dict.fromkeys(LOCATE_ENV)
-    environment.update(env or {})
-    result = CliRunner().invoke(app, ["migrate-config", *args], input=input, env=environment)
-    assert "Traceback" not in result.stderr
-    return result
+def run(*args: str, input: bytes | None = None, env: dict[str, str | None] | None = None) -> CkptRun:
+    """The command every test here runs."""
+    return run_ckpt("migrate-config", *args, input=input, env=env)
 
 
 def files_in(directory: Path) -> list[str]:
@@ -117,13 +110,6 @@ def test_check_with_diff_shows_the_diff_and_fails(tmp_path: Path) -> None:
     assert (result.exit_code, result.stdout) == (0, "")
 
 
-def test_stdout_does_not_combine_with_check(tmp_path: Path) -> None:
-    path = place(tmp_path / "config.yaml", "carry_basic")
-    result = run("--check", "--stdout", str(path))
-    assert result.exit_code == 2
-    assert path.read_bytes() == fixture("carry_basic")
-
-
 def test_diff_marks_a_missing_final_newline(tmp_path: Path) -> None:
     path = place(tmp_path / "config.yaml", "no_final_newline_flat_last")
     result = run("--diff", str(path))
@@ -180,7 +166,8 @@ def test_dash_with_check_prints_nothing_and_exits_1() -> None:
 def test_modes_are_mutually_exclusive(tmp_path: Path) -> None:
     path = place(tmp_path / "config.yaml", "carry_basic")
     result = run("--check", "--stdout", str(path))
-    assert result.exit_code == 2
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert "--stdout does not combine with --check" in result.stderr
     assert path.read_bytes() == fixture("carry_basic")
 
 
@@ -196,7 +183,7 @@ def test_several_paths_exit_with_the_worst_code(tmp_path: Path) -> None:
 # -- JSON -----------------------------------------------------------------------------------------
 
 
-def load_json(result: Result) -> dict[str, Any]:
+def load_json(result: CkptRun) -> dict[str, Any]:
     assert "\x1b[" not in result.stdout
     document = json.loads(result.stdout)
     assert isinstance(document, dict)
@@ -405,11 +392,12 @@ def test_read_only_directory_gives_a_clean_error(tmp_path: Path) -> None:
     path = place(directory / "config.yaml", "carry_basic")
     directory.chmod(0o555)
     try:
-        result = run_ckpt("migrate-config", str(path))
+        # A real process without root's capabilities: only there does the directory's mode bind.
+        result = run_ckpt("migrate-config", str(path), unprivileged=True)
     finally:
         directory.chmod(0o755)
-    assert result.returncode == 2
-    assert str(directory) in result.stderr and "Traceback" not in result.stderr
+    assert result.exit_code == 2
+    assert str(directory) in result.stderr
     assert path.read_bytes() == fixture("carry_basic")
     assert files_in(directory) == ["config.yaml"]
 
@@ -479,10 +467,11 @@ def test_unreadable_file(tmp_path: Path) -> None:
     path = place(tmp_path / "config.yaml", "carry_basic")
     path.chmod(0)
     try:
-        result = run_ckpt("migrate-config", str(path))
+        # A real process without root's capabilities: only there does the file's mode bind.
+        result = run_ckpt("migrate-config", str(path), unprivileged=True)
     finally:
         path.chmod(0o644)
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert f"ckpt: error: {path}: Permission denied" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus, migrate_config_bytes
 from deerflow_ckpt.rules import Severity
+from tests.cli import run_ckpt
 from tests.deerflow_reference import legacy_shim
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -233,7 +232,7 @@ def _assert_deerflow_warning_printed(case: Case, stderr: str) -> None:
 @by_name(CASES)
 def test_cli_in_place(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
-    result = CliRunner().invoke(app, ["migrate-config", str(path)])
+    result = run_ckpt("migrate-config", str(path))
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.output
     assert result.stdout_bytes == b""
@@ -247,7 +246,7 @@ def test_cli_in_place(case: Case, tmp_path: Path) -> None:
 @by_name(CASES)
 def test_cli_stdout(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
-    result = CliRunner().invoke(app, ["migrate-config", "--stdout", str(path)])
+    result = run_ckpt("migrate-config", "--stdout", str(path))
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.input
     if case.status in (MigrationStatus.MIGRATED, MigrationStatus.UNCHANGED):
@@ -260,7 +259,7 @@ def test_cli_stdout(case: Case, tmp_path: Path) -> None:
 
 @by_name(CASES)
 def test_cli_stdin(case: Case) -> None:
-    result = CliRunner().invoke(app, ["migrate-config", "-"], input=case.input)
+    result = run_ckpt("migrate-config", "-", input=case.input)
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     if case.status in (MigrationStatus.MIGRATED, MigrationStatus.UNCHANGED):
         assert result.stdout_bytes == case.output
@@ -274,7 +273,7 @@ def test_cli_stdin(case: Case) -> None:
 def test_cli_check(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
     before = path.stat()
-    result = CliRunner().invoke(app, ["migrate-config", "--check", str(path)])
+    result = run_ckpt("migrate-config", "--check", str(path))
     assert result.exit_code == CHECK_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.input
     assert path.stat().st_mtime_ns == before.st_mtime_ns

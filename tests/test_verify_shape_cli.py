@@ -10,25 +10,17 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.report.shape_json import JSON_SCHEMA_VERSION
+from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
-from tests.unprivileged import run_ckpt
 
-runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 ANSI_ESCAPE = "\x1b["
 
 
-def ckpt(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
-
-
 def scan_json(*args: str) -> tuple[int, dict[str, object]]:
-    code, out, err = ckpt("verify-shape", "--format", "json", *args)
+    code, out, err = run_ckpt("verify-shape", "--format", "json", *args)
     assert code in (0, 1), err
     document: dict[str, object] = json.loads(out)
     return code, document
@@ -94,7 +86,7 @@ def test_scan_of_a_rollback_journal_database_stays_rollback(tmp_path: Path, sqli
 
 def test_missing_database_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "typo.db"
-    code, out, err = ckpt("verify-shape", "--db", str(missing))
+    code, out, err = run_ckpt("verify-shape", "--db", str(missing))
     assert code == 2 and out == ""
     assert f"ckpt: error: {missing}: no such file\n" in err and "Traceback" not in err
     assert not missing.exists()
@@ -118,13 +110,20 @@ def test_wal_database_without_shm_in_a_read_only_directory(tmp_path: Path, sqlit
     shutil.copyfile(sqlite_copy, backup / "deerflow.db")
     backup.chmod(0o555)
     try:
-        refused = run_ckpt("verify-shape", "--db", str(backup / "deerflow.db"))
-        assert refused.returncode == 2, refused.stderr
+        # A real process without root's capabilities: only there does the directory's mode bind.
+        refused = run_ckpt("verify-shape", "--db", str(backup / "deerflow.db"), unprivileged=True)
+        assert refused.exit_code == 2, refused.stderr
         assert "without its -shm file" in refused.stderr and "--immutable" in refused.stderr
         immutable = run_ckpt(
-            "verify-shape", "--db", str(backup / "deerflow.db"), "--immutable", "--thread", "clean-delta-k3"
+            "verify-shape",
+            "--db",
+            str(backup / "deerflow.db"),
+            "--immutable",
+            "--thread",
+            "clean-delta-k3",
+            unprivileged=True,
         )
-        assert immutable.returncode == 0, immutable.stderr
+        assert immutable.exit_code == 0, immutable.stderr
         assert "(immutable)" in immutable.stdout
         assert sorted(p.name for p in backup.iterdir()) == ["deerflow.db"]
     finally:
@@ -216,7 +215,7 @@ def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDa
 
 
 def test_json_document_shape(built_sqlite: BuiltDatabase) -> None:
-    code, out, _ = ckpt("verify-shape", "--db", str(built_sqlite.path), "--format", "json")
+    code, out, _ = run_ckpt("verify-shape", "--db", str(built_sqlite.path), "--format", "json")
     assert code == 1 and ANSI_ESCAPE not in out
     document = json.loads(out)
     assert document["schema_version"] == JSON_SCHEMA_VERSION == 3 and document["command"] == "verify-shape"
@@ -230,14 +229,16 @@ def test_json_document_shape(built_sqlite: BuiltDatabase) -> None:
 
 def test_output_file_keeps_stdout_empty(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    code, out, err = ckpt("verify-shape", "--db", str(built_sqlite.path), "--format", "json", "--output", str(report))
+    code, out, err = run_ckpt(
+        "verify-shape", "--db", str(built_sqlite.path), "--format", "json", "--output", str(report)
+    )
     assert code == 1 and out == ""
     assert json.loads(report.read_text())["summary"]["threads"] > 0
     assert "scanning SQLite" in err
 
 
 def test_text_report_names_database_and_findings(built_sqlite: BuiltDatabase) -> None:
-    code, out, _ = ckpt("verify-shape", "--db", str(built_sqlite.path), "--thread", "fault-ck101-stuffed-list")
+    code, out, _ = run_ckpt("verify-shape", "--db", str(built_sqlite.path), "--thread", "fault-ck101-stuffed-list")
     assert code == 1
     assert f"Scanned SQLite {built_sqlite.path}" in out
     assert "CK101" in out and "fault-ck101-stuffed-list" in out
@@ -249,19 +250,21 @@ def test_text_report_names_database_and_findings(built_sqlite: BuiltDatabase) ->
 )
 def test_fail_on_decides_the_exit_code(built_sqlite: BuiltDatabase, fail_on: str, expected: int) -> None:
     """A fork is an info finding: only --fail-on info turns it into exit 1."""
-    code, _, _ = ckpt(
+    code, _, _ = run_ckpt(
         "verify-shape", "--db", str(built_sqlite.path), "--thread", "fork-update-k3", "--fail-on", fail_on
     )
     assert code == expected
 
 
 def test_clean_thread_exits_zero(built_sqlite: BuiltDatabase) -> None:
-    code, out, _ = ckpt("verify-shape", "--db", str(built_sqlite.path), "--thread", "clean-delta-k3", "--cadence", "3")
+    code, out, _ = run_ckpt(
+        "verify-shape", "--db", str(built_sqlite.path), "--thread", "clean-delta-k3", "--cadence", "3"
+    )
     assert code == 0 and "No storage-shape violations found." in out
 
 
 def test_unknown_thread_is_an_error(built_sqlite: BuiltDatabase) -> None:
-    code, out, err = ckpt("verify-shape", "--db", str(built_sqlite.path), "--thread", "no-such-thread")
+    code, out, err = run_ckpt("verify-shape", "--db", str(built_sqlite.path), "--thread", "no-such-thread")
     assert code == 2 and out == ""
     assert "no checkpoints for thread 'no-such-thread'" in err
 
@@ -269,7 +272,7 @@ def test_unknown_thread_is_an_error(built_sqlite: BuiltDatabase) -> None:
 @pytest.mark.parametrize("debug", [[], ["--debug"]])
 def test_password_never_printed(debug: list[str]) -> None:
     dsn = "postgresql+psycopg://operator:s3cr3t-pw@127.0.0.1:1/deerflow"
-    code, out, err = ckpt(*debug, "verify-shape", "--db", dsn)
+    code, out, err = run_ckpt(*debug, "verify-shape", "--db", dsn)
     assert code == 2
     assert "s3cr3t-pw" not in out + err
     assert "operator:***@127.0.0.1:1/deerflow" in err
@@ -294,8 +297,6 @@ def test_sqlite_from_config_with_cadence(tmp_path: Path, sqlite_copy: Path, monk
         "  checkpoint_delta_snapshot_frequency: 3   # legacy key, carried by DeerFlow's shim\n",
     )
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DEER_FLOW_CONFIG_PATH", raising=False)
-    monkeypatch.delenv("DEER_FLOW_PROJECT_ROOT", raising=False)
     code, document = scan_json("--thread", "clean-delta-k3")
     assert code == 0
     assert document["database"]["description"] == f"SQLite {(tmp_path / 'data' / 'deerflow.db').resolve()}"  # type: ignore[index]
@@ -310,7 +311,7 @@ def test_legacy_checkpointer_section_overrides_database(
         f"database:\n  backend: sqlite\n  sqlite_dir: nowhere\ncheckpointer:\n  type: sqlite\n"
         f"  connection_string: {sqlite_copy}\n",
     )
-    code, out, err = ckpt("verify-shape", "--config", str(config), "--thread", "clean-delta-k3")
+    code, out, err = run_ckpt("verify-shape", "--config", str(config), "--thread", "clean-delta-k3")
     assert code == 0, err
     assert "checkpointer: section" in out and str(sqlite_copy) in out
 
@@ -325,15 +326,13 @@ def test_postgres_url_from_an_environment_variable(
     assert code == 0
     assert document["database"]["backend"] == "postgres"  # type: ignore[index]
     monkeypatch.delenv("CKPT_TEST_DATABASE_URL")
-    code, _, err = ckpt("verify-shape", "--config", str(config))
+    code, _, err = run_ckpt("verify-shape", "--config", str(config))
     assert code == 2 and "CKPT_TEST_DATABASE_URL" in err
 
 
 def test_nothing_found_lists_what_was_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in ("DEER_FLOW_CONFIG_PATH", "DEER_FLOW_PROJECT_ROOT", "DEER_FLOW_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    code, out, err = ckpt("verify-shape")
+    code, out, err = run_ckpt("verify-shape")
     assert code == 2 and out == ""
     assert str(tmp_path / "config.yaml") in err
     assert str(tmp_path / ".deer-flow" / "data" / "deerflow.db") in err
@@ -357,10 +356,10 @@ def test_verify_shape_scans_the_database_lint_config_names(
     target.parent.mkdir(parents=True)
     shutil.copyfile(built_sqlite.path, target)
     (tmp_path / "config.yaml").write_text(section, encoding="utf-8")
-    code, out, _ = ckpt("lint-config", "--format", "json", "config.yaml")
+    code, out, _ = run_ckpt("lint-config", "--format", "json", "config.yaml")
     assert code in (0, 1)
     named = json.loads(out)["files"][0]["checkpoint_database"]["display"]
     assert named == f"SQLite {target.resolve()}"
-    code, _, err = ckpt("verify-shape", "--config", "config.yaml", "--format", "json")
+    code, _, err = run_ckpt("verify-shape", "--config", "config.yaml", "--format", "json")
     assert code in (0, 1), err
     assert f"scanning SQLite {target.resolve()} " in err

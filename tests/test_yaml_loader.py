@@ -16,12 +16,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from deerflow_ckpt.cli.app import app
 from deerflow_ckpt.config.values import SafeLoader, compose_documents, construct_values, load_values, same_value
-
-runner = CliRunner()
+from tests.cli import run_ckpt
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
 
@@ -159,9 +156,9 @@ def test_a_tab_separated_value_fails_lint_and_is_not_migrated(tmp_path: Path) ->
     config.write_text(text)
     with pytest.raises(yaml.scanner.ScannerError):
         yaml.safe_load(text)
-    lint = runner.invoke(app, ["lint-config", str(config)])
+    lint = run_ckpt("lint-config", str(config))
     assert lint.exit_code == 1 and "CK500" in lint.stdout, lint.stdout
-    migrate = runner.invoke(app, ["migrate-config", str(config)])
+    migrate = run_ckpt("migrate-config", str(config))
     assert migrate.exit_code == 2, migrate.stdout + migrate.stderr
     assert config.read_text() == text
 
