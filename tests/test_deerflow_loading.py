@@ -76,6 +76,19 @@ def _resolve(value: Any, environ: dict[str, str]) -> Any:
     return value
 
 
+def _libpq_reads(dsn: str | None) -> bool:
+    """libpq (through psycopg) parses the DSN, after the `+driver` suffix DeerFlow strips."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not dsn:
+        return True  # ckpt and DeerFlow both leave a missing connection_string to startup
+    try:
+        conninfo_to_dict(re.sub(r"^postgres(?:ql)?\+[A-Za-z0-9_]+://", "postgresql://", dsn))
+    except Exception:
+        return False
+    return True
+
+
 def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
     """The database settings DeerFlow's loader would run with, or None when it refuses the file."""
     with tempfile.TemporaryDirectory() as directory:
@@ -98,6 +111,14 @@ def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | No
             return None
     if model.backend == "postgres" and not model.postgres_url:
         return None  # the providers raise at startup: "database.postgres_url is required for the postgres backend"
+    if model.backend == "postgres" and not _libpq_reads(model.postgres_url):
+        return None  # the providers' pools fail at startup: libpq cannot read postgres_url
+    if (
+        checkpointer is not None
+        and checkpointer.type == "postgres"
+        and not _libpq_reads(checkpointer.connection_string)
+    ):
+        return None  # the checkpointer's pool fails at startup: libpq cannot read its connection string
     legacy = None if checkpointer is None else (
         checkpointer.type, checkpointer.connection_string, checkpointer.postgres_schema
     )  # fmt: skip
@@ -193,6 +214,9 @@ def test_ckpt_reads_generated_database_sections_as_deerflow_does(text: str) -> N
         "models: [$MISSING]\ndatabase:\n  backend: sqlite\n",
         "\ufeffdatabase:\n  backend: postgres\n  postgres_url: $URL\n",
         "database:\n  backend: sqlite\n\ufeff  sqlite_dir: x\n",
+        # A connection string libpq cannot read: DeerFlow's pool fails at startup, ckpt says CK500.
+        "database:\ncheckpointer:\n  type: postgres\n  connection_string: store.db\n",
+        "database:\n  backend: postgres\n  postgres_url: store.db\n",
     ],
 )
 def test_known_cases_agree(text: str) -> None:
