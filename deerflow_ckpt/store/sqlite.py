@@ -17,14 +17,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.store.lean import (
-    CheckpointFields,
-    read_checkpoint,
-    read_metadata,
-    snapshot_is_empty,
-    snapshot_payload_size,
-)
-from deerflow_ckpt.store.native import (
+from deerflow_ckpt.native import (
     MESSAGES_LIST,
     MESSAGES_OTHER,
     MESSAGES_SNAPSHOT,
@@ -33,6 +26,13 @@ from deerflow_ckpt.store.native import (
     checkpoint_summary,
     metadata_summary,
     open_lineages,
+)
+from deerflow_ckpt.store.lean import (
+    CheckpointFields,
+    read_checkpoint,
+    read_metadata,
+    snapshot_is_empty,
+    snapshot_payload_size,
 )
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,

@@ -1,4 +1,4 @@
-"""The compiled fast path of the inert judge (_inert.c), configured from peek.py's tables.
+"""The compiled fast path of the inert judge (_inert.c), configured from store/peek.py's tables.
 
 Each summary is either a certain "well formed, names only trusted types" with the few facts a scan
 needs, or None, and then the caller decodes through peek.InertDecoder, which judges and reports the
@@ -36,7 +36,7 @@ MetadataReader = Callable[[bytes | memoryview], MetadataSummary | None]
 
 def _load_compiled() -> ModuleType | None:
     try:
-        from deerflow_ckpt.store import _inert
+        from deerflow_ckpt.native import _inert
     except ImportError:  # installed without a C compiler
         return None
     _inert.configure(tuple(sorted(SAFE_TYPES)), (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))

@@ -1,14 +1,14 @@
 /* The compiled SQLite reader: streams a LangGraph checkpoint database lineage by lineage and judges each
    row where SQLite holds it, so the blobs never become Python objects.
 
-   It runs the same two ordered queries as sqlite.py's Python reader, on its own read-only connection
-   (the URI sqlite.py built, in one read transaction), and returns per lineage what that reader would
+   It runs the same two ordered queries as store/sqlite.py's Python reader, on its own read-only connection
+   (the URI store/sqlite.py built, in one read transaction), and returns per lineage what that reader would
    build: a finished CheckpointRecord when both judges vouch for the row (its slots filled directly, as
-   the layout from sqlite.py describes them), and otherwise the row exactly as Python's sqlite3 module
+   the layout from store/sqlite.py describes them), and otherwise the row exactly as Python's sqlite3 module
    returns it, for record_from_row.
    Write rows are matched to their checkpoint and counted here; a write the value judge cannot vouch for
    is handed back whole, and Python decodes it and adds what it holds. Key columns must have TEXT
-   affinity (sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
+   affinity (store/sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
 
    Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
    records with the Python reader's on every fixture. */
@@ -25,11 +25,11 @@
 #define BUSY_TIMEOUT_MS 5000 /* what Python's sqlite3.connect waits by default */
 #define SIGNAL_CHECK_ROWS 4096
 
-/* The columns of sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
+/* The columns of store/sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
 enum { CK_THREAD, CK_NS, CK_ID, CK_PARENT, CK_TYPE, CK_DATA, CK_METADATA, CK_COLUMNS };
 enum { WR_THREAD, WR_NS, WR_CHECKPOINT, WR_TASK, WR_CHANNEL, WR_TYPE, WR_VALUE };
 
-/* The CheckpointRecord fields this reader fills, in the order of sqlite.py's COMPILED_RECORD_FIELDS. */
+/* The CheckpointRecord fields this reader fills, in the order of store/sqlite.py's COMPILED_RECORD_FIELDS. */
 enum {
     R_THREAD, R_NS, R_ID, R_PARENT, R_STEP, R_SOURCE, R_MODE, R_UPDATES, R_SUPERSTEPS, R_MESSAGES, R_VERSION,
     R_SEED_EMPTY, R_WRITE_ROWS, R_WRITE_TASKS, R_WRITE_BYTES, R_WRITE_ITEMS, R_ITEM_BYTES, R_OTHER_ROWS,
@@ -129,7 +129,7 @@ static int column_key(sqlite3_stmt *statement, int column, Key *key) {
     return 0;
 }
 
-/* checkpoint_ns as sqlite.py keys lineages: `ns or ""`, so NULL and empty values are the empty text. */
+/* checkpoint_ns as store/sqlite.py keys lineages: `ns or ""`, so NULL and empty values are the empty text. */
 static void normalize_ns(Key *key) {
     if (key->size == 0) *key = (Key){SQLITE_TEXT, no_bytes, 0};
 }
@@ -230,7 +230,7 @@ static void put(const Stream *s, PyObject *record, int field, PyObject *value) {
 }
 
 /* A CheckpointRecord with every field this reader does not fill set to its default, without running the
-   dataclass __init__ (sqlite.py makes sure the class has no __post_init__ for this to skip). */
+   dataclass __init__ (store/sqlite.py makes sure the class has no __post_init__ for this to skip). */
 static PyObject *new_record(const Stream *s) {
     PyObject *record = s->record_type->tp_alloc(s->record_type, 0);
     for (Py_ssize_t i = 0; record != NULL && i < s->default_count; i++) {
@@ -573,7 +573,7 @@ static PyMethodDef stream_methods[] = {
 };
 
 static PyTypeObject StreamType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "deerflow_ckpt.store._inert.LineageStream",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "deerflow_ckpt.native._inert.LineageStream",
     .tp_basicsize = sizeof(Stream),
     .tp_dealloc = stream_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -686,7 +686,7 @@ failed:
 
 int inert_add_sqlite_reader(PyObject *module) {
     if (PyType_Ready(&StreamType) < 0) return -1;
-    ReadError = PyErr_NewException("deerflow_ckpt.store._inert.ReadError", NULL, NULL);
+    ReadError = PyErr_NewException("deerflow_ckpt.native._inert.ReadError", NULL, NULL);
     if (ReadError == NULL) return -1;
     if (PyModule_AddObjectRef(module, "ReadError", ReadError) < 0) return -1;
     return PyModule_AddObjectRef(module, "LineageStream", (PyObject *)&StreamType);
