@@ -16,6 +16,7 @@ from deerflow_ckpt.errors import ConfigError, StoreError
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.source import (
     DatabaseChoice,
+    DatabaseTarget,
     default_sqlite_choice,
     target_from_argument,
     target_from_settings,
@@ -74,6 +75,13 @@ STATEMENT_TIMEOUT_OPTION = typer.Option(
     help="Postgres: a statement_timeout for the scan (default: the role's or the server's, unchanged).",
     show_default=False,
 )
+VERBOSE_OPTION = typer.Option(
+    False,
+    "--verbose",
+    "-v",
+    help="Also say on stderr which code reads the rows: the compiled judge and SQLite reader, or Python and why "
+    "(not built, or CKPT_NATIVE=0).",
+)
 IMMUTABLE_OPTION = typer.Option(
     False,
     "--immutable",
@@ -117,6 +125,13 @@ class DatabaseSelection:
     config_path: Path | None
     expected_cadence: int | None
     cadence_source: str
+
+
+def say_reading_path(target: DatabaseTarget) -> None:
+    """--verbose: which code reads and judges the rows, on stderr beside the database chosen."""
+    from deerflow_ckpt.scan import reading_path
+
+    message(f"ckpt: rows read and judged by: {reading_path(target)}")
 
 
 def with_timeouts(selection: DatabaseSelection, network: str, statement: str | None) -> DatabaseSelection:

@@ -80,6 +80,7 @@ def _open(
     settings: Callable[[int | None], InspectSettings],
     timeouts: tuple[str, str | None] = ("120s", None),
     deerflow_root: Path | None = None,
+    verbose: bool = False,
 ) -> tuple[LineageReader, InspectionScope, DatabaseTarget]:
     from deerflow_ckpt.analysis.capacity import InspectionScope
     from deerflow_ckpt.scan import open_reader
@@ -89,6 +90,8 @@ def _open(
     )
     target = selection.choice.target
     message(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
+    if verbose:
+        database_options.say_reading_path(target)
     reader, backend = open_reader(target)
     scope = InspectionScope(
         target.describe(),
@@ -264,6 +267,7 @@ def thread(
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
 ) -> None:
     """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
 
@@ -285,6 +289,7 @@ def thread(
         lambda expected: InspectSettings(expected, cadences, max_supersteps),
         (network_timeout, statement_timeout),
         deerflow_root,
+        verbose,
     )
     if deep and not thread_ids:
         raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
@@ -329,6 +334,7 @@ def summary(
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.capacity import DatabaseSummary, InspectSettings
@@ -347,6 +353,7 @@ def summary(
         lambda expected: InspectSettings(expected, (), max_supersteps, timeline_settings),
         (network_timeout, statement_timeout),
         deerflow_root,
+        verbose,
     )
     result = DatabaseSummary(heaviest_limit=heaviest)
     show = output_format is InspectFormat.text and sys.stderr.isatty()

@@ -21,6 +21,7 @@ from deerflow_ckpt.native import (
     MESSAGES_LIST,
     MESSAGES_OTHER,
     MESSAGES_SNAPSHOT,
+    PYTHON_ONLY_BECAUSE,
     CheckpointSummary,
     ReadError,
     checkpoint_summary,
@@ -378,7 +379,32 @@ class SqliteCheckpointReader:
 
     def _fits_compiled(self) -> bool:
         """The compiled reader is built, wanted, and reads what this reader must (deep decoding keeps payloads)."""
-        return self.compiled and open_lineages is not None and RECORD_LAYOUT is not None and not self.decoder.deep
+        return self._unfit_for_compiled() is None
+
+    def _unfit_for_compiled(self) -> str | None:
+        if open_lineages is None:
+            return PYTHON_ONLY_BECAUSE or "the compiled SQLite reader is not built"
+        if not self.compiled:
+            return "the caller asked for the Python reader"
+        if RECORD_LAYOUT is None:
+            return "CheckpointRecord cannot be filled by the compiled reader"
+        if self.decoder.deep:
+            return "deep decoding keeps snapshot payloads"
+        return None
+
+    def python_reader_because(self) -> str | None:
+        """None when lineages() reads through the compiled reader, else why it reads through Python."""
+        unfit = self._unfit_for_compiled()
+        if unfit is not None:
+            return unfit
+        path, uri = readonly_uri(self.target)
+        connection = _connect(path, uri)
+        try:
+            return None if keys_are_text(connection) else "the tables' key columns do not have TEXT affinity"
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
+        finally:
+            connection.close()
 
     def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
