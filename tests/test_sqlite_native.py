@@ -36,8 +36,8 @@ FIELDS = [field.name for field in dataclasses.fields(CheckpointRecord) if field.
 def test_the_compiled_reader_is_built() -> None:
     """CI must test the compiled reader: without libsqlite3's header every scan would take the slow path."""
     assert native.open_lineages is not None, "the SQLite reader was not built into _inert (libsqlite3-dev?)"
-    # It fills CheckpointRecord's slots itself: the class must stay describable that way.
-    assert sqlite_store.RECORD_LAYOUT is not None
+    # It calls CheckpointRecord with its leading fields, positionally: they must stay those, in that order.
+    assert sqlite_store.RECORD_FITS
 
 
 def _typed(value: Any) -> Any:

@@ -530,7 +530,7 @@ PyDoc_STRVAR(metadata_summary_doc,
 
 #ifdef INERT_SQLITE
 PyDoc_STRVAR(open_lineages_doc,
-             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_layout) -> LineageStream\n\n"
+             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_type) -> LineageStream\n\n"
              "Open `uri` read-only in one read transaction and stream its lineages as\n"
              "(thread_id, checkpoint_ns, records, deferred_writes); see _inert_sqlite.c.");
 #endif
