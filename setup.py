@@ -13,7 +13,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, LinkError
 
-SQLITE_READER = "deerflow_ckpt/store/_inert_sqlite.c"
+SQLITE_READER = "deerflow_ckpt/native/_inert_sqlite.c"
 SQLITE_PROBE = "#include <sqlite3.h>\nint probe(void) { return sqlite3_libversion_number(); }\n"
 
 
@@ -49,12 +49,12 @@ setup(
     cmdclass={"build_ext": BuildWithOptionalSqlite},
     ext_modules=[
         Extension(
-            "deerflow_ckpt.store._inert",
+            "deerflow_ckpt.native._inert",
             sources=[
-                "deerflow_ckpt/store/_inert.c",  # the module and the msgpack judge
-                "deerflow_ckpt/store/_inert_json.c",  # the metadata reader
+                "deerflow_ckpt/native/_inert.c",  # the module and the msgpack judge
+                "deerflow_ckpt/native/_inert_json.c",  # the metadata reader
             ],
-            depends=["deerflow_ckpt/store/_inert.h", SQLITE_READER],
+            depends=["deerflow_ckpt/native/_inert.h", SQLITE_READER],
             optional=True,
         )
     ],

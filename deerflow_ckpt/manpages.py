@@ -24,6 +24,7 @@ from deerflow_ckpt.cli.app import DEBUG_ENV, app
 from deerflow_ckpt.config.locate import CONFIG_PATH_ENV, PROJECT_ROOT_ENV
 from deerflow_ckpt.config.location import SQLITE_FILE_NAME
 from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.native import SWITCH_ENV as NATIVE_SWITCH_ENV
 
 if TYPE_CHECKING:
     # typer vendors Click; its Context is what ctx.parent hands back.
@@ -49,6 +50,11 @@ ENVIRONMENT = (
         "With --format github, a markdown summary of every finding is appended to this file (set by GitHub Actions).",
     ),
     (DEBUG_ENV, "Any value but empty or 0 prints tracebacks for errors, like --debug."),
+    (
+        NATIVE_SWITCH_ENV,
+        "0 reads and judges every row in Python, as if the C extension were not built (same findings, slower); "
+        "--verbose says which ran.",
+    ),
     (CONFIG_PATH_ENV, "The config.yaml to read when none is named on the command line."),
     (PROJECT_ROOT_ENV, "Where to look for config.yaml and backend/config.yaml instead of the working directory."),
     ("DEER_FLOW_HOME", f"DeerFlow's home; its data/{SQLITE_FILE_NAME} is one of the default SQLite places."),

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from deerflow_ckpt.store import native
+from deerflow_ckpt import native
 
 
 def main(database: str, seconds: float) -> None:

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-# Editable, so the compiled judge (deerflow_ckpt/store/_inert.c) is built beside the sources the tests import.
+# Editable, so the compiled judge (deerflow_ckpt/native/_inert.c) is built beside the sources the tests import.
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 .venv/bin/ruff check deerflow_ckpt tests fixtures benchmarks scripts setup.py
 .venv/bin/ruff format --check deerflow_ckpt tests fixtures benchmarks scripts setup.py

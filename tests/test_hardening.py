@@ -821,7 +821,7 @@ def test_a_postgres_snapshot_blob_that_runs_code_on_load_never_scans_clean(pg_da
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from deerflow_ckpt.store.native import value_summary
+    from deerflow_ckpt.native import value_summary
     from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT
     from fixtures.dbbuilder.build import build_postgres
 

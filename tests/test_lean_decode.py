@@ -14,7 +14,8 @@ from typing import Any
 import ormsgpack
 import pytest
 
-from deerflow_ckpt.store import lean, native, peek
+from deerflow_ckpt import native
+from deerflow_ckpt.store import lean, peek
 from deerflow_ckpt.store.peek import InertDecoder
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape
 from deerflow_ckpt.store.sqlite import _CHECKPOINTS_SQL, record_from_row

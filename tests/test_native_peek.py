@@ -1,4 +1,4 @@
-"""The compiled judge (store/_inert.c) may only ever agree with the Python inert decoder, or abstain.
+"""The compiled judge (native/_inert.c) may only ever agree with the Python inert decoder, or abstain.
 
 Whenever it returns a summary, the Python decoder must decode the same bytes with no problem and derive
 the same summary; whenever Python finds a problem, the compiled judge must return None. Hypothesis
@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deerflow_ckpt.store import native, peek
+from deerflow_ckpt import native
+from deerflow_ckpt.store import peek
 from deerflow_ckpt.store.peek import InertDecoder, UndecodableError
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape, Shape
 from deerflow_ckpt.store.sqlite import metadata_in_python, record_from_row
@@ -52,7 +53,7 @@ CASE_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=
 
 def test_the_compiled_judge_is_built() -> None:
     """CI must test the compiled path: a missing C compiler would otherwise leave only the slow one."""
-    assert native.AVAILABLE, "deerflow_ckpt.store._inert was not built (is gcc installed?)"
+    assert native.AVAILABLE, "deerflow_ckpt.native._inert was not built (is gcc installed?)"
 
 
 def _python_summary(data: bytes) -> tuple[int, int, int] | None:

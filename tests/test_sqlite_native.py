@@ -1,4 +1,4 @@
-"""The compiled SQLite reader (store/_inert_sqlite.c) must give exactly the records the Python reader gives.
+"""The compiled SQLite reader (native/_inert_sqlite.c) must give exactly the records the Python reader gives.
 
 Both readers run over the builder's database (every scenario and injected fault), over thread selections
 and ranges, and over copies damaged by Hypothesis through targeted SQL: flipped and cut blobs, other
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deerflow_ckpt import native
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.store import native
 from deerflow_ckpt.store import sqlite as sqlite_store
 from deerflow_ckpt.store.records import CheckpointRecord, Lineage
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
@@ -36,8 +36,8 @@ FIELDS = [field.name for field in dataclasses.fields(CheckpointRecord) if field.
 def test_the_compiled_reader_is_built() -> None:
     """CI must test the compiled reader: without libsqlite3's header every scan would take the slow path."""
     assert native.open_lineages is not None, "the SQLite reader was not built into _inert (libsqlite3-dev?)"
-    # It fills CheckpointRecord's slots itself: the class must stay describable that way.
-    assert sqlite_store.RECORD_LAYOUT is not None
+    # It calls CheckpointRecord with its leading fields, positionally: they must stay those, in that order.
+    assert sqlite_store.RECORD_FITS
 
 
 def _typed(value: Any) -> Any:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import typer
 
+from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.config.location import database_location, default_sqlite_location
 from deerflow_ckpt.errors import ConfigError, StoreError
-from deerflow_ckpt.store.source import DatabaseChoice, choose, target_from_argument
+from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, choose, target_from_argument
 
 DB_OPTION = typer.Option(
     None,
@@ -68,6 +69,13 @@ STATEMENT_TIMEOUT_OPTION = typer.Option(
     help="Postgres: a statement_timeout for the scan (default: the role's or the server's, unchanged).",
     show_default=False,
 )
+VERBOSE_OPTION = typer.Option(
+    False,
+    "--verbose",
+    "-v",
+    help="Also say on stderr which code reads the rows: the compiled judge and SQLite reader, or Python and why "
+    "(not built, or CKPT_NATIVE=0).",
+)
 IMMUTABLE_OPTION = typer.Option(
     False,
     "--immutable",
@@ -82,6 +90,13 @@ class DatabaseSelection:
     config_path: Path | None
     expected_cadence: int | None
     cadence_source: str
+
+
+def say_reading_path(target: DatabaseTarget) -> None:
+    """--verbose: which code reads and judges the rows, on stderr beside the database chosen."""
+    from deerflow_ckpt.store.readers import reading_path
+
+    message(f"ckpt: rows read and judged by: {reading_path(target)}")
 
 
 def with_timeouts(selection: DatabaseSelection, network: str, statement: str | None) -> DatabaseSelection:

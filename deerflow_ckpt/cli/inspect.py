@@ -77,6 +77,7 @@ def _open(
     timeouts: tuple[str, str | None] = ("120s", None),
     deerflow_root: Path | None = None,
     announce: bool = False,
+    verbose: bool = False,
 ) -> Inspection:
     """The chosen database, opened; `announce` names it on stderr, for a format whose report does not (text
     and json say which database they describe)."""
@@ -88,6 +89,8 @@ def _open(
     if announce:
         target = selection.choice.target
         info(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
+    if verbose:
+        database_options.say_reading_path(selection.choice.target)
     return open_inspection(selection.choice, settings(selection.expected_cadence), selection.cadence_source)
 
 
@@ -207,6 +210,7 @@ def thread(
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
 ) -> None:
     """Snapshot-interval histogram, cadence bounds and inferred K, storage by kind, and a what-if per thread.
 
@@ -231,6 +235,7 @@ def thread(
         (network_timeout, statement_timeout),
         deerflow_root,
         announce=output_format is InspectFormat.csv,
+        verbose=verbose,
     )
     if deep and not thread_ids:
         raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
@@ -267,6 +272,7 @@ def summary(
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.inspection import InspectSettings
@@ -287,6 +293,7 @@ def summary(
         (network_timeout, statement_timeout),
         deerflow_root,
         announce=output_format is InspectFormat.csv,
+        verbose=verbose,
     )
     scope = inspection.scope
     show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()

@@ -43,6 +43,7 @@ def verify_shape(
     quiet: bool = ci_options.QUIET_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
     deep: bool = typer.Option(
         False,
         "--deep",
@@ -78,6 +79,8 @@ def verify_shape(
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
+    if verbose:
+        database_options.say_reading_path(selection.choice.target)
     request = ScanRequest(
         choice=selection.choice,
         settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),

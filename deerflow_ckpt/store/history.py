@@ -13,9 +13,9 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from deerflow_ckpt import native
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store import native
 from deerflow_ckpt.store.lean import read_checkpoint
 from deerflow_ckpt.store.messages import (
     NULL_TASK_ID,

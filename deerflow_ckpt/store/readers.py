@@ -30,3 +30,19 @@ def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageRead
     from deerflow_ckpt.store.postgres import PostgresCheckpointReader
 
     return PostgresCheckpointReader(target, sizes=sizes), Backend.POSTGRES
+
+
+def reading_path(target: DatabaseTarget) -> str:
+    """Which code reads and judges the rows of `target`, compiled or Python, and why (for --verbose)."""
+    from deerflow_ckpt import native
+
+    if not native.AVAILABLE:
+        return f"Python ({native.PYTHON_ONLY_BECAUSE})"
+    if not isinstance(target, SqliteTarget):
+        return "compiled judge (psycopg reads the Postgres rows)"
+    from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+    python_reader_because = SqliteCheckpointReader(target).python_reader_because()
+    if python_reader_because is None:
+        return "compiled judge + compiled SQLite reader"
+    return f"compiled judge (Python reads the SQLite rows: {python_reader_because})"

@@ -17,6 +17,17 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.native import (
+    MESSAGES_LIST,
+    MESSAGES_OTHER,
+    MESSAGES_SNAPSHOT,
+    PYTHON_ONLY_BECAUSE,
+    CheckpointSummary,
+    ReadError,
+    checkpoint_summary,
+    metadata_summary,
+    open_lineages,
+)
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.lean import (
     CheckpointFields,
@@ -24,16 +35,6 @@ from deerflow_ckpt.store.lean import (
     read_metadata,
     snapshot_is_empty,
     snapshot_payload_size,
-)
-from deerflow_ckpt.store.native import (
-    MESSAGES_LIST,
-    MESSAGES_OTHER,
-    MESSAGES_SNAPSHOT,
-    CheckpointSummary,
-    ReadError,
-    checkpoint_summary,
-    metadata_summary,
-    open_lineages,
 )
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
@@ -383,7 +384,32 @@ class SqliteCheckpointReader:
 
     def _fits_compiled(self) -> bool:
         """The compiled reader is built, wanted, and reads what this reader must (deep decoding keeps payloads)."""
-        return self.compiled and open_lineages is not None and RECORD_LAYOUT is not None and not self.decoder.deep
+        return self._unfit_for_compiled() is None
+
+    def _unfit_for_compiled(self) -> str | None:
+        if open_lineages is None:
+            return PYTHON_ONLY_BECAUSE or "the compiled SQLite reader is not built"
+        if not self.compiled:
+            return "the caller asked for the Python reader"
+        if not RECORD_FITS:
+            return "CheckpointRecord's leading fields are not the ones the compiled reader fills"
+        if self.decoder.deep:
+            return "deep decoding keeps snapshot payloads"
+        return None
+
+    def python_reader_because(self) -> str | None:
+        """None when lineages() reads through the compiled reader, else why it reads through Python."""
+        unfit = self._unfit_for_compiled()
+        if unfit is not None:
+            return unfit
+        path, uri = readonly_uri(self.target)
+        connection = _connect(path, uri)
+        try:
+            return None if keys_are_text(connection) else "the tables' key columns do not have TEXT affinity"
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
+        finally:
+            connection.close()
 
     def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
@@ -391,7 +417,9 @@ class SqliteCheckpointReader:
         checkpoints_sql, writes_sql, parameters = _queries(selection)
         decoder = self.decoder
         try:
-            stream = open_lineages(uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND, RECORD_LAYOUT)
+            stream = open_lineages(
+                uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND, CheckpointRecord
+            )
         except ReadError as exc:
             raise StoreError(f"cannot open {path} read-only: {exc}") from exc
         try:
@@ -435,7 +463,9 @@ class SqliteCheckpointReader:
 
 # The compiled reader's messages kinds (native.MESSAGES_*), as shapes.
 _SHAPES_BY_KIND = (Shape.ABSENT, Shape.LIST, Shape.SNAPSHOT, Shape.OTHER)
-# The CheckpointRecord fields the compiled reader fills, in the order of its R_* constants (_inert_sqlite.c).
+# The CheckpointRecord fields the compiled reader fills, in the order of its R_* constants (_inert_sqlite.c): it
+# calls the class with them as positional arguments, so they must be its leading fields, in this order. Filling the
+# slots from C instead saved 4-6% of a scan's median, within the runs' spread (README, Development).
 COMPILED_RECORD_FIELDS = (
     "thread_id",
     "checkpoint_ns",
@@ -462,31 +492,9 @@ COMPILED_RECORD_FIELDS = (
     "metadata_bytes",
     "snapshot_bytes",
 )
-RecordLayout = tuple[type, tuple[Any, ...], tuple[tuple[Any, Any], ...]]
-
-
-def record_layout() -> RecordLayout | None:
-    """How the compiled reader fills a CheckpointRecord without its __init__ (about 0.5 us a record, some
-    7% of a compiled scan): the slot descriptors of the fields it fills, and every other field's slot with
-    its default (`list` for a new list each time). None when that cannot describe the class, and then the
-    compiled reader is not used."""
-    if hasattr(CheckpointRecord, "__post_init__"):
-        return None
-    slots = vars(CheckpointRecord)
-    defaults: list[tuple[Any, Any]] = []
-    for field in dataclasses.fields(CheckpointRecord):
-        if field.name in COMPILED_RECORD_FIELDS:
-            continue
-        if field.default_factory is list:
-            defaults.append((slots[field.name], list))
-        elif field.default is not dataclasses.MISSING:
-            defaults.append((slots[field.name], field.default))
-        else:
-            return None
-    return CheckpointRecord, tuple(slots[name] for name in COMPILED_RECORD_FIELDS), tuple(defaults)
-
-
-RECORD_LAYOUT = record_layout()
+RECORD_FITS = tuple(field.name for field in dataclasses.fields(CheckpointRecord))[: len(COMPILED_RECORD_FIELDS)] == (
+    COMPILED_RECORD_FIELDS
+)
 
 
 def _queries(selection: ThreadSelection) -> tuple[str, str, list[str]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from deerflow_ckpt.native import OVERWRITE_FLAG, REMOVAL_FLAG, value_summary
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.native import OVERWRITE_FLAG, REMOVAL_FLAG, value_summary
 from deerflow_ckpt.store.peek import (
     OVERWRITE_TYPE,
     REMOVE_MESSAGE_TYPE,

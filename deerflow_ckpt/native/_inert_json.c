@@ -1,7 +1,7 @@
 /* The compiled fast path for reading checkpoint metadata (JSON text in SQLite's metadata column).
 
    metadata_summary() reads the four keys the scan needs without building the rest. Like the msgpack
-   judge it may only agree with Python (json.loads of the UTF-8 text, in sqlite.py) or abstain: any text
+   judge it may only agree with Python (json.loads of the UTF-8 text, in store/sqlite.py) or abstain: any text
    Python would reject, and anything this reader does not handle simply (escapes in the strings it
    returns or in keys it matches, fractions where an integer is wanted, integers beyond 64 bits, deep
    nesting, repeated keys it reads) returns None, and the caller parses the metadata in Python. */

@@ -1,4 +1,4 @@
-/* A compiled fast path for the inert msgpack judge in peek.py.
+/* A compiled fast path for the inert msgpack judge in store/peek.py.
 
    It walks LangGraph's msgpack without building Python objects and answers one question: is this value
    well formed and does every ext in it name a trusted LangChain/LangGraph type? When the answer is a
@@ -34,7 +34,7 @@ typedef struct {
     Py_ssize_t size;
 } Span;
 
-/* Set once by configure() from peek.py's own tables, so the trust rule has one source: the exact
+/* Set once by configure() from store/peek.py's own tables, so the trust rule has one source: the exact
    (module, name) pairs LangGraph's strict loader constructs. */
 static char trusted_modules[MAX_TRUSTED][MAX_NAME_BYTES];
 static Py_ssize_t trusted_module_sizes[MAX_TRUSTED];
@@ -166,7 +166,7 @@ static int walk_items(Cursor *c, size_t count, int pairs) {
     c->depth++;
     for (size_t i = 0; i < count; i++) {
         Span key;
-        if (pairs && !read_str(c, &key)) return 0; /* peek.py allows other keys; they take the slow path */
+        if (pairs && !read_str(c, &key)) return 0; /* store/peek.py allows other keys; they take the slow path */
         if (!walk(c, NULL)) return 0;
     }
     c->depth--;
@@ -530,7 +530,7 @@ PyDoc_STRVAR(metadata_summary_doc,
 
 #ifdef INERT_SQLITE
 PyDoc_STRVAR(open_lineages_doc,
-             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_layout) -> LineageStream\n\n"
+             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_type) -> LineageStream\n\n"
              "Open `uri` read-only in one read transaction and stream its lineages as\n"
              "(thread_id, checkpoint_ns, records, deferred_writes); see _inert_sqlite.c.");
 #endif

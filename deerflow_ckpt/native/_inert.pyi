@@ -22,6 +22,6 @@ def open_lineages(
     writes_sql: str,
     parameters: tuple[str, ...],
     shapes: tuple[object, ...],
-    record_layout: tuple[type, tuple[object, ...], tuple[tuple[object, object], ...]],
+    record_type: type,
     /,
 ) -> LineageStream: ...

@@ -1,13 +1,14 @@
-"""The compiled fast path of the inert judge (_inert.c), configured from peek.py's tables.
+"""The compiled fast path of the inert judge (_inert.c), configured from store/peek.py's tables.
 
 Each summary is either a certain "well formed, names only trusted types" with the few facts a scan
 needs, or None, and then the caller decodes through peek.InertDecoder, which judges and reports the
 value as it always has. Without a C compiler at install time the module is absent and every caller
-takes the Python path.
+takes the Python path; CKPT_NATIVE=0 in the environment makes every caller take it as if it were.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -34,16 +35,22 @@ CheckpointJudge = Callable[[bytes | memoryview], CheckpointSummary | None]
 MetadataReader = Callable[[bytes | memoryview], MetadataSummary | None]
 
 
-def _load_compiled() -> ModuleType | None:
+SWITCH_ENV = "CKPT_NATIVE"
+
+
+def _load_compiled() -> tuple[ModuleType | None, str | None]:
+    """The configured extension, or None and why every caller takes the Python path."""
+    if os.environ.get(SWITCH_ENV, "").strip() == "0":
+        return None, f"{SWITCH_ENV}=0"
     try:
-        from deerflow_ckpt.store import _inert
+        from deerflow_ckpt.native import _inert
     except ImportError:  # installed without a C compiler
-        return None
+        return None, "the C extension is not built"
     _inert.configure(tuple(sorted(SAFE_TYPES)), (OVERWRITE_TYPE, REMOVE_MESSAGE_TYPE))
-    return _inert
+    return _inert, None
 
 
-_compiled = _load_compiled()
+_compiled, PYTHON_ONLY_BECAUSE = _load_compiled()
 value_summary: ValueJudge | None = _compiled.value_summary if _compiled else None
 checkpoint_summary: CheckpointJudge | None = _compiled.checkpoint_summary if _compiled else None
 metadata_summary: MetadataReader | None = _compiled.metadata_summary if _compiled else None

@@ -1,14 +1,14 @@
 /* The compiled SQLite reader: streams a LangGraph checkpoint database lineage by lineage and judges each
    row where SQLite holds it, so the blobs never become Python objects.
 
-   It runs the same two ordered queries as sqlite.py's Python reader, on its own read-only connection
-   (the URI sqlite.py built, in one read transaction), and returns per lineage what that reader would
-   build: a finished CheckpointRecord when both judges vouch for the row (its slots filled directly, as
-   the layout from sqlite.py describes them), and otherwise the row exactly as Python's sqlite3 module
+   It runs the same two ordered queries as store/sqlite.py's Python reader, on its own read-only connection
+   (the URI store/sqlite.py built, in one read transaction), and returns per lineage what that reader would
+   build: a finished CheckpointRecord when both judges vouch for the row (made by calling the class with
+   the fields store/sqlite.py names, in its order), and otherwise the row exactly as Python's sqlite3 module
    returns it, for record_from_row.
    Write rows are matched to their checkpoint and counted here; a write the value judge cannot vouch for
    is handed back whole, and Python decodes it and adds what it holds. Key columns must have TEXT
-   affinity (sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
+   affinity (store/sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
 
    Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
    records with the Python reader's on every fixture. */
@@ -18,18 +18,17 @@
 #include <sqlite3.h>
 #include <stdint.h>
 #include <string.h>
-#include <structmember.h>
 
 #include "_inert.h"
 
 #define BUSY_TIMEOUT_MS 5000 /* what Python's sqlite3.connect waits by default */
 #define SIGNAL_CHECK_ROWS 4096
 
-/* The columns of sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
+/* The columns of store/sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
 enum { CK_THREAD, CK_NS, CK_ID, CK_PARENT, CK_TYPE, CK_DATA, CK_METADATA, CK_COLUMNS };
 enum { WR_THREAD, WR_NS, WR_CHECKPOINT, WR_TASK, WR_CHANNEL, WR_TYPE, WR_VALUE };
 
-/* The CheckpointRecord fields this reader fills, in the order of sqlite.py's COMPILED_RECORD_FIELDS. */
+/* The CheckpointRecord fields this reader fills: its leading fields, as store/sqlite.py's COMPILED_RECORD_FIELDS. */
 enum {
     R_THREAD, R_NS, R_ID, R_PARENT, R_STEP, R_SOURCE, R_MODE, R_UPDATES, R_SUPERSTEPS, R_MESSAGES, R_VERSION,
     R_SEED_EMPTY, R_WRITE_ROWS, R_WRITE_TASKS, R_WRITE_BYTES, R_WRITE_ITEMS, R_ITEM_BYTES, R_OTHER_ROWS,
@@ -49,7 +48,7 @@ typedef struct {
 
 /* One checkpoint of the lineage being read. */
 typedef struct {
-    PyObject *fields; /* the record when `clean` (write counts still unset), else the raw row */
+    PyObject *fields; /* the record's fields when `clean` (write counts still None), else the raw row */
     int clean;
     int id_type;
     size_t id_offset, id_size; /* the checkpoint id's bytes in the arena */
@@ -63,11 +62,7 @@ typedef struct {
     sqlite3_stmt *checkpoints, *writes;
     int checkpoint_row, write_row; /* 1 while the statement holds a row not yet consumed */
     PyObject *shapes[4];           /* MessagesShape members by judge kind */
-    PyTypeObject *record_type;     /* CheckpointRecord */
-    Py_ssize_t offsets[R_FIELDS];  /* where each filled field's slot lies in a record */
-    Py_ssize_t default_count;
-    Py_ssize_t *default_offsets;   /* the other fields' slots ... */
-    PyObject **default_values;     /* ... and their values; NULL means a new empty list each time */
+    PyObject *record_type;         /* CheckpointRecord */
     Entry *entries;
     size_t entry_count, entry_capacity;
     unsigned char *arena; /* the lineage key and the checkpoint ids of the lineage */
@@ -129,7 +124,7 @@ static int column_key(sqlite3_stmt *statement, int column, Key *key) {
     return 0;
 }
 
-/* checkpoint_ns as sqlite.py keys lineages: `ns or ""`, so NULL and empty values are the empty text. */
+/* checkpoint_ns as store/sqlite.py keys lineages: `ns or ""`, so NULL and empty values are the empty text. */
 static void normalize_ns(Key *key) {
     if (key->size == 0) *key = (Key){SQLITE_TEXT, no_bytes, 0};
 }
@@ -223,30 +218,22 @@ static PyObject *raw_row(sqlite3_stmt *statement) {
     return row;
 }
 
-/* Store `value` (a new reference) in a record's slot for `field`. */
-static void put(const Stream *s, PyObject *record, int field, PyObject *value) {
-    PyObject **slot = (PyObject **)((char *)record + s->offsets[field]);
-    Py_XSETREF(*slot, value);
+/* Store `value` (a new reference) as a record's `field` in the tuple of its fields. */
+static void put(PyObject *fields, int field, PyObject *value) {
+    PyObject *none = PyTuple_GET_ITEM(fields, field);
+    PyTuple_SET_ITEM(fields, field, value);
+    Py_DECREF(none);
 }
 
-/* A CheckpointRecord with every field this reader does not fill set to its default, without running the
-   dataclass __init__ (sqlite.py makes sure the class has no __post_init__ for this to skip). */
-static PyObject *new_record(const Stream *s) {
-    PyObject *record = s->record_type->tp_alloc(s->record_type, 0);
-    for (Py_ssize_t i = 0; record != NULL && i < s->default_count; i++) {
-        PyObject *value = s->default_values[i] ? Py_NewRef(s->default_values[i]) : PyList_New(0);
-        if (value == NULL) {
-            Py_CLEAR(record);
-            break;
-        }
-        PyObject **slot = (PyObject **)((char *)record + s->default_offsets[i]);
-        *slot = value;
-    }
-    return record;
+/* The fields of a record, each None until set. */
+static PyObject *new_fields(void) {
+    PyObject *fields = PyTuple_New(R_FIELDS);
+    for (int i = 0; fields != NULL && i < R_FIELDS; i++) PyTuple_SET_ITEM(fields, i, Py_NewRef(Py_None));
+    return fields;
 }
 
-/* The record of a row both judges vouch for, write counts unset; NULL with no error when one abstains. */
-static PyObject *clean_record(Stream *s, PyObject *thread, PyObject *ns) {
+/* The fields of a row both judges vouch for, write counts unset; NULL with no error when one abstains. */
+static PyObject *clean_fields(Stream *s, PyObject *thread, PyObject *ns) {
     sqlite3_stmt *st = s->checkpoints;
     Key kind;
     const unsigned char *data, *metadata;
@@ -260,17 +247,17 @@ static PyObject *clean_record(Stream *s, PyObject *thread, PyObject *ns) {
     PyObject *read[5];
     int metadata_read = inert_metadata_facts(metadata, metadata_size, read);
     if (metadata_read <= 0) return NULL;
-    PyObject *record = new_record(s);
-    if (record == NULL) {
+    PyObject *fields = new_fields();
+    if (fields == NULL) {
         for (int i = 0; i < 5; i++) Py_DECREF(read[i]);
         return NULL;
     }
-    put(s, record, R_THREAD, Py_NewRef(thread));
-    put(s, record, R_NS, Py_NewRef(ns));
-    for (int i = 0; i < 5; i++) put(s, record, R_STEP + i, read[i]);
-    put(s, record, R_MESSAGES, Py_NewRef(s->shapes[facts.kind]));
+    put(fields, R_THREAD, Py_NewRef(thread));
+    put(fields, R_NS, Py_NewRef(ns));
+    for (int i = 0; i < 5; i++) put(fields, R_STEP + i, read[i]);
+    put(fields, R_MESSAGES, Py_NewRef(s->shapes[facts.kind]));
     int empty = facts.kind == MESSAGES_LIST ? facts.count == 0 : facts.kind == MESSAGES_SNAPSHOT && facts.empty;
-    put(s, record, R_SEED_EMPTY, Py_NewRef(empty ? Py_True : Py_False));
+    put(fields, R_SEED_EMPTY, Py_NewRef(empty ? Py_True : Py_False));
     PyObject *values[] = {
         column_key_text(st, CK_ID),
         column_key_text(st, CK_PARENT),
@@ -283,10 +270,10 @@ static PyObject *clean_record(Stream *s, PyObject *thread, PyObject *ns) {
     int failed = 0;
     for (int i = 0; i < 6; i++) {
         if (values[i] == NULL) failed = 1;
-        else put(s, record, positions[i], values[i]);
+        else put(fields, positions[i], values[i]);
     }
-    if (failed) Py_CLEAR(record); /* the slots never set are NULL, which dealloc skips */
-    return record;
+    if (failed) Py_CLEAR(fields);
+    return fields;
 }
 
 static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
@@ -303,7 +290,7 @@ static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
     entry->id_size = id.size;
     memcpy(s->arena + s->arena_size, id.bytes, id.size);
     s->arena_size += id.size;
-    entry->fields = clean_record(s, thread, ns);
+    entry->fields = clean_fields(s, thread, ns);
     if (entry->fields != NULL) {
         entry->clean = 1;
     } else {
@@ -450,7 +437,7 @@ static void clear_entries(Stream *s) {
     s->arena_size = 0;
 }
 
-/* The lineage's list of records: clean ones completed with their counts, raw rows as (row, counts). */
+/* The lineage's list of records: clean ones made with their counts, raw rows as (row, counts). */
 static PyObject *finish_entries(Stream *s) {
     PyObject *records = PyList_New((Py_ssize_t)s->entry_count);
     if (records == NULL) return NULL;
@@ -460,8 +447,13 @@ static PyObject *finish_entries(Stream *s) {
         PyObject *counts[WRITE_COUNTS];
         if (count_values(entry, counts) < 0) goto failed;
         if (entry->clean) {
-            for (int field = 0; field < WRITE_COUNTS; field++) put(s, entry->fields, R_WRITE_ROWS + field, counts[field]);
-            item = entry->fields;
+            PyObject *arguments[R_FIELDS];
+            for (int field = 0; field < R_FIELDS; field++) arguments[field] = PyTuple_GET_ITEM(entry->fields, field);
+            for (int field = 0; field < WRITE_COUNTS; field++) arguments[R_WRITE_ROWS + field] = counts[field];
+            item = PyObject_Vectorcall(s->record_type, arguments, R_FIELDS, NULL);
+            for (int field = 0; field < WRITE_COUNTS; field++) Py_DECREF(counts[field]);
+            if (item == NULL) goto failed;
+            Py_DECREF(entry->fields);
         } else {
             PyObject *counted = PyTuple_New(WRITE_COUNTS);
             if (counted == NULL) {
@@ -554,10 +546,7 @@ static void stream_dealloc(PyObject *self) {
     Stream *s = (Stream *)self;
     close_stream(s);
     for (int i = 0; i < 4; i++) Py_CLEAR(s->shapes[i]);
-    for (Py_ssize_t i = 0; s->default_values != NULL && i < s->default_count; i++) Py_CLEAR(s->default_values[i]);
     Py_CLEAR(s->record_type);
-    PyMem_Free(s->default_offsets);
-    PyMem_Free(s->default_values);
     PyMem_Free(s->entries);
     PyMem_Free(s->arena);
     PyMem_Free(s->slots);
@@ -573,7 +562,7 @@ static PyMethodDef stream_methods[] = {
 };
 
 static PyTypeObject StreamType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "deerflow_ckpt.store._inert.LineageStream",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "deerflow_ckpt.native._inert.LineageStream",
     .tp_basicsize = sizeof(Stream),
     .tp_dealloc = stream_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -605,55 +594,12 @@ static int execute(Stream *s, const char *sql) {
     return code == SQLITE_OK ? 0 : read_failed(s, code);
 }
 
-/* A writable object slot of `type` (a __slots__ member descriptor): its offset in an instance. */
-static int slot_offset(PyObject *descriptor, PyTypeObject *type, Py_ssize_t *offset) {
-    if (!PyObject_TypeCheck(descriptor, &PyMemberDescr_Type) || PyDescr_TYPE(descriptor) != type) {
-        PyErr_SetString(PyExc_TypeError, "record fields must be the record type's slot descriptors");
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
-        PyErr_SetString(PyExc_TypeError, "record fields must be writable object slots");
-        return -1;
-    }
-    *offset = member->offset;
-    return 0;
-}
-
-/* The record layout: (type, descriptors of the filled fields in R_* order, ((descriptor, default), ...)). */
-static int read_layout(Stream *s, PyObject *layout) {
-    PyObject *type, *filled, *defaults;
-    if (!PyArg_ParseTuple(layout, "O!O!O!", &PyType_Type, &type, &PyTuple_Type, &filled, &PyTuple_Type, &defaults))
-        return -1;
-    s->record_type = (PyTypeObject *)Py_NewRef(type);
-    if (PyTuple_GET_SIZE(filled) != R_FIELDS) {
-        PyErr_Format(PyExc_ValueError, "the reader fills %d record fields", R_FIELDS);
-        return -1;
-    }
-    for (int i = 0; i < R_FIELDS; i++)
-        if (slot_offset(PyTuple_GET_ITEM(filled, i), s->record_type, &s->offsets[i]) < 0) return -1;
-    Py_ssize_t count = PyTuple_GET_SIZE(defaults);
-    s->default_offsets = PyMem_Calloc((size_t)count + 1, sizeof(Py_ssize_t));
-    s->default_values = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
-    if (s->default_offsets == NULL || s->default_values == NULL) return PyErr_NoMemory(), -1;
-    s->default_count = count;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *descriptor, *value;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(defaults, i), "OO", &descriptor, &value) ||
-            slot_offset(descriptor, s->record_type, &s->default_offsets[i]) < 0)
-            return -1;
-        /* The list type stands for a fresh empty list per record (a default_factory). */
-        s->default_values[i] = value == (PyObject *)&PyList_Type ? NULL : Py_NewRef(value);
-    }
-    return 0;
-}
-
 PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     (void)module;
     const char *uri, *checkpoints_sql, *writes_sql;
-    PyObject *parameters, *shapes, *layout;
+    PyObject *parameters, *shapes, *record_type;
     if (!PyArg_ParseTuple(args, "sssO!O!O!", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
-                          &PyTuple_Type, &shapes, &PyTuple_Type, &layout))
+                          &PyTuple_Type, &shapes, &PyType_Type, &record_type))
         return NULL;
     if (PyTuple_GET_SIZE(shapes) != 4) return PyErr_Format(PyExc_ValueError, "four shapes are needed");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++)
@@ -663,7 +609,7 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     if (s == NULL) return NULL;
     memset((char *)s + sizeof(PyObject), 0, sizeof(Stream) - sizeof(PyObject));
     for (int i = 0; i < 4; i++) s->shapes[i] = Py_NewRef(PyTuple_GET_ITEM(shapes, i));
-    if (read_layout(s, layout) < 0) goto failed;
+    s->record_type = Py_NewRef(record_type);
     /* NOMUTEX: only the thread holding the GIL ever uses this connection, so SQLite's own locking is waste. */
     int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (code != SQLITE_OK) {
@@ -686,7 +632,7 @@ failed:
 
 int inert_add_sqlite_reader(PyObject *module) {
     if (PyType_Ready(&StreamType) < 0) return -1;
-    ReadError = PyErr_NewException("deerflow_ckpt.store._inert.ReadError", NULL, NULL);
+    ReadError = PyErr_NewException("deerflow_ckpt.native._inert.ReadError", NULL, NULL);
     if (ReadError == NULL) return -1;
     if (PyModule_AddObjectRef(module, "ReadError", ReadError) < 0) return -1;
     return PyModule_AddObjectRef(module, "LineageStream", (PyObject *)&StreamType);
