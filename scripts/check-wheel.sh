@@ -3,7 +3,7 @@
 # (with the fixtures extra the demo needs) into a clean venv whose PATH has no C compiler, and run the
 # demo's three commands with the installed ckpt. Building needs what the quick start needs (a C
 # compiler, SQLite's header); everything else is installed into a temporary directory, removed after.
-# Usage: scripts/check-wheel.sh   (CI runs it after the tests)
+# Usage: scripts/check-wheel.sh   (CI runs it before the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

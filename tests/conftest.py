@@ -43,10 +43,11 @@ BUILDER = Path(__file__).resolve().parents[1] / "fixtures" / "dbbuilder"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
 
-# What changes ckpt's behaviour from the environment: DeerFlow's own variables, the CI runner's, ckpt's, the
-# terminal conventions rich and ckpt follow, and every `$VAR` the fixture configs and tests' configs read
-# (tests/test_isolation.py fails when a config reads a name this misses).
-OUTSIDE_PREFIXES = ("DEER_FLOW_", "GITHUB_", "CKPT_")
+# What changes ckpt's behaviour from the environment: DeerFlow's own variables, the CI runner's, ckpt's,
+# libpq's (PGHOST, PGPASSWORD, PGSERVICE... fill in what a DSN leaves out), the terminal conventions rich
+# and ckpt follow, and every `$VAR` the fixture configs and tests' configs read (tests/test_isolation.py
+# fails when a config reads a name this misses).
+OUTSIDE_PREFIXES = ("DEER_FLOW_", "GITHUB_", "CKPT_", "PG")
 TEST_CONTROL = frozenset({"CKPT_REQUIRE_POSTGRES", "CKPT_TEST_PG_DSN"})
 OUTSIDE_VARIABLES = frozenset(
     {

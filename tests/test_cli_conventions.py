@@ -42,6 +42,16 @@ def test_a_missing_file_reads_the_same_in_every_command(tmp_path: Path) -> None:
         assert result.stdout == "", args
 
 
+@pytest.mark.parametrize("output_format", ["json", "sarif", "github"])
+def test_migrate_config_says_a_missing_file_in_machine_formats_too(tmp_path: Path, output_format: str) -> None:
+    # The payload carries the diagnostic; the run's error (exit 2) is still said where operators look.
+    missing = tmp_path / "missing.yaml"
+    result = run("migrate-config", "--format", output_format, str(missing))
+    assert result.exit_code == 2
+    assert f"ckpt: error: {missing}: no such file\n" in result.stderr
+    assert result.stderr.count("no such file") == 1
+
+
 def test_a_directory_given_as_config_is_called_a_directory(tmp_path: Path) -> None:
     for args in (
         ["migrate-config", str(tmp_path)],

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.cli import CkptRun, run_ckpt
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "fixtures" / "configs"
@@ -22,11 +22,11 @@ HOOKS: list[dict[str, Any]] = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").r
 BY_ID = {hook["id"]: hook for hook in HOOKS}
 
 
-def run_hook(hook_id: str, *files: Path) -> subprocess.CompletedProcess[str]:
+def run_hook(hook_id: str, *files: Path) -> CkptRun:
     program, *arguments = shlex.split(BY_ID[hook_id]["entry"])
     assert program == "ckpt"
-    command = [sys.executable, "-m", "deerflow_ckpt", *arguments, *map(str, files)]
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    # A process of its own, as pre-commit runs the hook.
+    return run_ckpt(*arguments, *map(str, files), cwd=REPO, process=True)
 
 
 def place(tmp_path: Path, fixture: str, name: str = "config.yaml") -> Path:
@@ -70,23 +70,23 @@ def test_check_hook_fails_on_the_legacy_key_and_writes_nothing(tmp_path: Path) -
     legacy = place(tmp_path, "carry_basic")
     before = legacy.read_bytes()
     result = run_hook("ckpt-migrate-config", legacy)
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert result.stdout.startswith(f"--- {legacy}") and legacy.read_bytes() == before
 
 
 def test_check_hook_passes_a_current_config(tmp_path: Path) -> None:
     current = tmp_path / "config.yaml"
     current.write_bytes((CORPUS / "carry_basic" / "expected.yaml").read_bytes())
-    assert run_hook("ckpt-migrate-config", current).returncode == 0
+    assert run_hook("ckpt-migrate-config", current).exit_code == 0
 
 
 def test_fix_hook_rewrites_once_then_is_quiet(tmp_path: Path) -> None:
     legacy = place(tmp_path, "carry_basic")
-    assert run_hook("ckpt-migrate-config-fix", legacy).returncode == 0
+    assert run_hook("ckpt-migrate-config-fix", legacy).exit_code == 0
     assert legacy.read_bytes() == (CORPUS / "carry_basic" / "expected.yaml").read_bytes()
     # pre-commit fails a run that modified files; the second run leaves the file alone.
     rewritten = legacy.read_bytes()
-    assert run_hook("ckpt-migrate-config-fix", legacy).returncode == 0
+    assert run_hook("ckpt-migrate-config-fix", legacy).exit_code == 0
     assert legacy.read_bytes() == rewritten
 
 
@@ -98,7 +98,7 @@ def test_lint_hook_sees_every_file_in_one_run(tmp_path: Path) -> None:
         path.parent.mkdir()
         text = body.format(dir=tmp_path / "data") + f"  checkpoint_delta:\n    snapshot_frequency: {cadence}\n"
         path.write_text(text, encoding="utf-8")
-    assert run_hook("ckpt-lint-config", first).returncode == 0
+    assert run_hook("ckpt-lint-config", first).exit_code == 0
     joint = run_hook("ckpt-lint-config", first, second)
-    assert joint.returncode == 1
+    assert joint.exit_code == 1
     assert "CK510" in joint.stdout + joint.stderr

@@ -25,7 +25,7 @@ from deerflow_ckpt.analysis.epochs import Epoch, lineage_epochs
 from deerflow_ckpt.analysis.histogram import Histogram, histogram
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.replay import ProofResult
-from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult
+from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult, ThreadKind
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes, storage_bytes
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.analysis.what_if import WhatIf, what_if, what_if_cadences
@@ -129,7 +129,7 @@ class LineageInspection:
     thread_id: str
     checkpoint_ns: str
     backend: Backend
-    kind: str
+    kind: ThreadKind
     checkpoints: int
     message_writing_steps: int
     snapshot_steps: int
@@ -218,7 +218,7 @@ def cadence_report(bounds: CadenceBounds, expected: int | None, delta: bool) -> 
     return CadenceReport(lower, upper, inferred, expected, status)
 
 
-def thread_kind(graph: LineageGraph, profile: CadenceProfile) -> str:
+def thread_kind(graph: LineageGraph, profile: CadenceProfile) -> ThreadKind:
     """delta, full or migrated, decided the way verify-shape decides it."""
     return LineageResult(graph.lineage, graph, profile).kind
 

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.histogram import Histogram, distinct_values
 from deerflow_ckpt.analysis.inspection import InspectSettings, ThreadInspection
@@ -63,15 +64,10 @@ class _Reversed:
 
 
 @dataclass
-class DatabaseSummary:
+class DatabaseSummary(StoreCounts):
     """The whole database at a glance: built one thread at a time, memory bounded by `heaviest`."""
 
     heaviest_limit: int = 10
-    threads: int = 0
-    lineages: int = 0
-    checkpoints: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
-    inferred_cadences: Counter[int] = field(default_factory=Counter)
     # Conversations whose current epoch's K is not pinned down, by status (open, not_delta).
     unsettled: Counter[str] = field(default_factory=Counter)
     # Conversations written at more than one cadence (several epochs).
@@ -86,14 +82,9 @@ class DatabaseSummary:
         self._top = TopThreads(self.heaviest_limit, RankBy.SIZE)
 
     def add(self, thread: ThreadInspection) -> None:
-        self.threads += 1
-        self.lineages += len(thread.namespaces)
-        self.checkpoints += thread.checkpoints
-        self.kinds[thread.shown.kind] += 1
         cadence = thread.shown.cadence
-        if cadence.inferred is not None:
-            self.inferred_cadences[cadence.inferred] += 1
-        else:
+        self.count_thread(len(thread.namespaces), thread.checkpoints, thread.shown.kind, cadence.inferred)
+        if cadence.inferred is None:
             self.unsettled[cadence.status.value] += 1
         self.storage += thread.storage
         self._top.add(thread)

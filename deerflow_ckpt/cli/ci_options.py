@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import typer
 
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.rules import Severity
-
-if TYPE_CHECKING:
-    pass
 
 
 class ColorChoice(StrEnum):

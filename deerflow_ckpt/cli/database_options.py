@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment
 from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
@@ -35,6 +36,13 @@ CONFIG_OPTION = typer.Option(
 )
 CADENCE_OPTION = typer.Option(
     None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
+)
+MAX_SUPERSTEPS_OPTION = typer.Option(
+    DEFAULT_SUPERSTEP_BOUND,
+    "--max-supersteps",
+    min=1,
+    metavar="N",
+    help="LangGraph's superstep bound: the snapshots it forces, and CK203's limit.",
 )
 SINCE_OPTION = typer.Option(
     None,

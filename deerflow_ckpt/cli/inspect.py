@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import info, is_quiet, stderr_console, stdout_console
@@ -30,9 +29,9 @@ class InspectFormat(StrEnum):
     csv = "csv"
 
 
-# store_summary.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
 # Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
 PIPED_WIDTH = 160
+# store_summary.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
 RankChoice = Literal["size", "checkpoints", "replay-depth"]
 
 inspect_app = typer.Typer(
@@ -42,13 +41,6 @@ inspect_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-MAX_SUPERSTEPS_OPTION = typer.Option(
-    DEFAULT_SUPERSTEP_BOUND,
-    "--max-supersteps",
-    min=1,
-    metavar="N",
-    help="LangGraph's superstep bound (forced snapshots).",
-)
 FORMAT_OPTION = typer.Option(
     InspectFormat.text, "--format", metavar="FORMAT", help="text, json or csv (the histograms)."
 )
@@ -97,8 +89,9 @@ def _open(
 class _ThreadCounter:
     """A spinner on stderr counting threads, only when stderr is a terminal and the output is text."""
 
-    def __init__(self, show: bool) -> None:
-        self.show, self.count = show, 0
+    def __init__(self, output_format: InspectFormat) -> None:
+        self.show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
+        self.count = 0
         self._progress: Any = None
         self._task: Any = None
 
@@ -154,15 +147,9 @@ def _emit(
         for piece in iter_threads_csv(counted()):
             sys.stdout.write(piece)
     else:
-        from rich.text import Text
+        from deerflow_ckpt.report.inspect_text import render_threads
 
-        from deerflow_ckpt.report.inspect_text import render_thread
-
-        console = _text_console(color)
-        console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
-        for thread in counted():
-            console.print()
-            render_thread(thread, scope, console)
+        render_threads(counted(), scope, _text_console(color))
     return count
 
 
@@ -203,7 +190,7 @@ def thread(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
-    max_supersteps: int = MAX_SUPERSTEPS_OPTION,
+    max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
@@ -224,6 +211,8 @@ def thread(
     chosen = sum((bool(thread_ids), top is not None, all_threads))
     if chosen != 1:
         raise typer.BadParameter("name THREAD_IDs, or pass --top N, or --all (exactly one of them)")
+    if deep and not thread_ids:
+        raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
     cadences = parse_what_if(what_if)
     inspection = _open(
         db,
@@ -237,14 +226,11 @@ def thread(
         announce=output_format is InspectFormat.csv,
         verbose=verbose,
     )
-    if deep and not thread_ids:
-        raise typer.BadParameter("--deep proves named threads; name them instead of --top/--all")
     scope = inspection.scope
     if thread_ids:
         _emit(iter(named_threads(inspection, thread_ids, namespace, deep)), scope, output_format, color)
         return
-    show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
-    with _ThreadCounter(show) as tick:
+    with _ThreadCounter(output_format) as tick:
         every = every_thread(inspection, namespace, tick)
         threads = iter(heaviest_threads(every, top, RankBy(by))) if top is not None else every
         shown = _emit(threads, scope, output_format, color)
@@ -263,7 +249,7 @@ def summary(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
-    max_supersteps: int = MAX_SUPERSTEPS_OPTION,
+    max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     clock_skew: str = database_options.CLOCK_SKEW_OPTION,
@@ -296,8 +282,7 @@ def summary(
         verbose=verbose,
     )
     scope = inspection.scope
-    show = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
-    with _ThreadCounter(show) as tick:
+    with _ThreadCounter(output_format) as tick:
         result, timeline = summarize(inspection, heaviest, tick)
     if output_format is InspectFormat.json:
         from deerflow_ckpt.report.inspect_json import summary_to_json

@@ -104,11 +104,12 @@ def migrate_config(
     colored_diff = output_format is ReportFormat.text and diff and _stdout_in_colour(color)
 
     for outcome in outcomes:
-        if output_format is not ReportFormat.text:
-            continue  # machine formats carry every diagnostic in their payload: none is repeated on stderr
+        # A file that could not be read is the run's error (exit 2), said on stderr in every format.
         if outcome.unreadable:
             message(f"ckpt: error: {outcome.name}: {outcome.result.diagnostics[0].message}")
             continue
+        if output_format is not ReportFormat.text:
+            continue  # machine formats carry every diagnostic in their payload: none is repeated on stderr
         for diagnostic in outcome.result.diagnostics:
             message(report.diagnostic_line(outcome.name, diagnostic))
         _emit_text_payload(outcome, mode, diff, colored_diff)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.cli.console import info, is_quiet, stderr_console
@@ -24,9 +23,7 @@ def verify_shape(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
-    max_supersteps: int = typer.Option(
-        DEFAULT_SUPERSTEP_BOUND, "--max-supersteps", min=1, metavar="N", help="LangGraph's superstep bound for CK203."
-    ),
+    max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     thread: str | None = typer.Option(
         None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
     ),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
+from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.replay import ProofSummary
@@ -45,23 +46,14 @@ class ScanRequest:
 
 
 @dataclass(kw_only=True)
-class ScanTally:
+class ScanTally(StoreCounts):
     """What a scan counts, for one worker's share of the threads and for the whole database alike."""
 
-    threads: int = 0
-    lineages: int = 0
-    checkpoints: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
-    inferred_cadences: Counter[int] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
     proof: ProofSummary | None = None
 
     def add(self, other: ScanTally) -> None:
-        self.threads += other.threads
-        self.lineages += other.lineages
-        self.checkpoints += other.checkpoints
-        self.kinds.update(other.kinds)
-        self.inferred_cadences.update(other.inferred_cadences)
+        self.add_counts(other)
         self.findings.extend(other.findings)
         if other.proof is not None:
             self.proof = self.proof or ProofSummary()
@@ -184,22 +176,16 @@ def _collect_share(
         share.proof = ProofSummary()
     try:
         for results in iter_thread_results(reader, backend, settings, selection, share.first_evidence):
-            share.threads += 1
             seen = 0
             for result in results:
-                share.lineages += 1
                 seen += len(result.lineage.records)
                 for finding in result.findings:
                     (share.provisional if is_provisional(finding) else share.findings).append(finding)
                 share.epochs.extend(result.epochs)
                 if beside is not None and share.proof is not None:
                     _prove(beside.history(result.lineage), settings, share.proof, share.findings)
-            share.checkpoints += seen
             main = conversation(results)
-            share.kinds[main.kind] += 1
-            inferred = main.profile.bounds.inferred
-            if inferred is not None:
-                share.inferred_cadences[inferred] += 1
+            share.count_thread(len(results), seen, main.kind, main.profile.bounds.inferred)
             if on_checkpoints is not None:
                 on_checkpoints(seen)
     finally:

@@ -54,9 +54,5 @@ def iter_threads_csv(threads: Iterable[ThreadInspection]) -> Iterator[str]:
         yield _lines(lineage_rows(thread.shown))
 
 
-def threads_to_csv(threads: Iterable[ThreadInspection]) -> str:
-    return "".join(iter_threads_csv(threads))
-
-
 def summary_to_csv(summary: DatabaseSummary) -> str:
     return _lines([HEADER, *_bucket_rows("", "", "", "inferred_cadence", summary.cadence_distribution)])

@@ -21,6 +21,7 @@ from deerflow_ckpt.analysis.inspection import (
     ThreadInspection,
 )
 from deerflow_ckpt.analysis.replay import ProofResult
+from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
@@ -223,10 +224,6 @@ def iter_threads_json(scope: InspectionScope, threads: Iterable[ThreadInspection
     yield ("\n  ]" if count else "]") + after + "\n"
 
 
-def threads_to_json(scope: InspectionScope, threads: Iterable[ThreadInspection]) -> str:
-    return "".join(iter_threads_json(scope, threads))
-
-
 def summary_to_json(scope: InspectionScope, summary: DatabaseSummary, timeline: Timeline) -> str:
     document = {
         **_header("inspect summary", scope),
@@ -234,7 +231,7 @@ def summary_to_json(scope: InspectionScope, summary: DatabaseSummary, timeline: 
             "threads": summary.threads,
             "lineages": summary.lineages,
             "checkpoints": summary.checkpoints,
-            "modes": {kind: summary.kinds.get(kind, 0) for kind in ("delta", "full", "migrated")},
+            "modes": {kind.value: summary.kinds[kind] for kind in ThreadKind},
             "inferred_cadence": histogram_dict("inferred_cadence", "threads", summary.cadence_distribution),
             "unsettled_cadence": dict(sorted(summary.unsettled.items())),
             "threads_with_several_epochs": summary.changed,

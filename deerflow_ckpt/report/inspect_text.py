@@ -30,6 +30,7 @@ from deerflow_ckpt.analysis.inspection import (
     ThreadInspection,
 )
 from deerflow_ckpt.analysis.replay import ProofResult
+from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
@@ -377,7 +378,8 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
         console.print(_indented(subgraph_table(thread.subgraphs)))
 
 
-def render_threads(threads: list[ThreadInspection], scope: InspectionScope, console: Console) -> None:
+def render_threads(threads: Iterable[ThreadInspection], scope: InspectionScope, console: Console) -> None:
+    """The database inspected, then each thread as it comes."""
     console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
     for thread in threads:
         console.print()
@@ -446,8 +448,8 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
     kinds = summary.kinds
     console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
     console.print(
-        f"  {_n(summary.threads)} threads ({_n(kinds.get('delta', 0))} delta, {_n(kinds.get('full', 0))} full, "
-        f"{_n(kinds.get('migrated', 0))} migrated), {_n(summary.lineages)} lineages, "
+        f"  {_n(summary.threads)} threads ({_n(kinds[ThreadKind.DELTA])} delta, {_n(kinds[ThreadKind.FULL])} full, "
+        f"{_n(kinds[ThreadKind.MIGRATED])} migrated), {_n(summary.lineages)} lineages, "
         f"{_n(summary.checkpoints)} checkpoints"
     )
     if scope.settings.expected_cadence is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.analysis.shape import Finding, ThreadKind
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.annotations import severity_counts
@@ -82,9 +82,9 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "threads": report.threads,
             "lineages": report.lineages,
             "checkpoints": report.checkpoints,
-            "delta_threads": report.kinds.get("delta", 0),
-            "full_threads": report.kinds.get("full", 0),
-            "migrated_threads": report.kinds.get("migrated", 0),
+            "delta_threads": report.kinds[ThreadKind.DELTA],
+            "full_threads": report.kinds[ThreadKind.FULL],
+            "migrated_threads": report.kinds[ThreadKind.MIGRATED],
             "inferred_cadences": {str(k): n for k, n in sorted(report.inferred_cadences.items())},
             "by_rule": dict(sorted(report.rule_counts().items())),
             "by_severity": by_severity,

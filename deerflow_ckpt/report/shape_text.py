@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import RULES, Severity
@@ -78,8 +79,8 @@ def render_text(report: ScanReport, console: Console) -> None:
         console.print(f"  {timeline_line}")
     kinds = report.kinds
     console.print(
-        f"  {report.threads} threads ({kinds.get('delta', 0)} delta, {kinds.get('full', 0)} full, "
-        f"{kinds.get('migrated', 0)} migrated), {report.lineages} lineages, {report.checkpoints} checkpoints"
+        f"  {report.threads} threads ({kinds[ThreadKind.DELTA]} delta, {kinds[ThreadKind.FULL]} full, "
+        f"{kinds[ThreadKind.MIGRATED]} migrated), {report.lineages} lineages, {report.checkpoints} checkpoints"
     )
     for proof_line in _proof_lines(report):
         console.print(f"  {printable(proof_line)}")

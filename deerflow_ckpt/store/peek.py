@@ -185,10 +185,6 @@ class InertDecoder:
         return _new_tuple(ExtValue, (code, module, name, method, None, len(data), False))
 
 
-def is_snapshot(value: object) -> bool:
-    return isinstance(value, ExtValue) and value.code == EXT_DELTA_SNAPSHOT
-
-
 def head_is_snapshot(head: bytes) -> bool:
     """True when msgpack bytes start with an ext header of type 7 (a `_DeltaSnapshot`)."""
     if not head:

@@ -465,7 +465,7 @@ class SqliteCheckpointReader:
 _SHAPES_BY_KIND = (Shape.ABSENT, Shape.LIST, Shape.SNAPSHOT, Shape.OTHER)
 # The CheckpointRecord fields the compiled reader fills, in the order of its R_* constants (_inert_sqlite.c): it
 # calls the class with them as positional arguments, so they must be its leading fields, in this order. Filling the
-# slots from C instead saved 4-6% of a scan's median, within the runs' spread (README, Development).
+# slots from C instead saved 3.5%, within the runs' spread (docs/architecture.md, Development).
 COMPILED_RECORD_FIELDS = (
     "thread_id",
     "checkpoint_ns",
