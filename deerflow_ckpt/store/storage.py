@@ -1,0 +1,176 @@
+"""Where a checkpoint store's bytes are, as read from it: files, pages, relations, channels, write times,
+large values that look like base64 images or documents, and the threads the app no longer knows.
+
+These are the facts `ckpt inspect storage` reports (commands/inspect_storage.py); the readers are
+store/storage_sqlite.py and store/storage_postgres.py. Every figure comes from sizes the database keeps
+(file sizes, PRAGMAs, dbstat, the Postgres catalog and statistics views, stored column lengths): no value
+is decoded with LangGraph's serializer, and only the per-channel pass (`StorageRequest.channels`) and the
+large-value peek read value bytes at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+# Values at least this long are peeked at for base64 images and documents.
+LARGE_VALUE_BYTES = 64 * 1024
+
+
+class StoredIn(StrEnum):
+    """Where a channel's bytes are stored."""
+
+    CHECKPOINTS = "checkpoints"  # SQLite: inline in each checkpoint; Postgres: inline JSONB primitives
+    BLOBS = "blobs"  # Postgres checkpoint_blobs: one row per (channel, version)
+    WRITES = "writes"  # pending writes: SQLite writes, Postgres checkpoint_writes
+
+
+@dataclass(frozen=True)
+class StorageRequest:
+    # The N heaviest threads are listed, with their growth.
+    top: int = 10
+    # Read checkpoint values for bytes by channel and the large-value peek (the one pass that reads blobs).
+    channels: bool = True
+    large_value_bytes: int = LARGE_VALUE_BYTES
+
+
+@dataclass(frozen=True)
+class SqliteFiles:
+    """The database file and its companions, and what SQLite says about its pages (one read transaction)."""
+
+    database_bytes: int
+    wal_bytes: int | None  # None: no -wal file
+    shm_bytes: int | None
+    page_size: int
+    page_count: int
+    freelist_count: int
+    # From the -shm wal-index header when it is readable and consistent: frames in the WAL, and how many of
+    # them a checkpoint has copied back into the database.
+    wal_frames: int | None
+    wal_backfilled: int | None
+    # Free space on the database's file system (what a VACUUM needs beside the file).
+    free_disk_bytes: int | None
+    # dbstat was available: relation sizes are exact, else estimated from stored lengths.
+    dbstat: bool
+
+    @property
+    def freelist_bytes(self) -> int:
+        return self.freelist_count * self.page_size
+
+    @property
+    def used_bytes(self) -> int:
+        return (self.page_count - self.freelist_count) * self.page_size
+
+
+@dataclass(frozen=True)
+class PostgresDatabase:
+    database_bytes: int
+    # Server settings that decide whether dead rows are cleaned up (None: not readable).
+    autovacuum: bool | None
+    vacuum_threshold: int | None
+    vacuum_scale_factor: float | None
+    # The age in transactions of the oldest snapshot a session holds (it keeps VACUUM from removing rows).
+    oldest_xmin_age: int | None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table with its indexes (SQLite: each b-tree; Postgres: heap, TOAST and indexes of one table)."""
+
+    name: str
+    bytes: int
+    rows: int
+    # False when the size is estimated (SQLite without dbstat: stored lengths plus a share of the pages).
+    exact: bool = True
+    index_bytes: int = 0
+    toast_bytes: int = 0
+    dead_rows: int | None = None
+    # ISO-8601 UTC times, None when never.
+    last_vacuum: str | None = None
+    last_autovacuum: str | None = None
+    last_analyze: str | None = None
+    last_autoanalyze: str | None = None
+
+
+@dataclass(frozen=True)
+class ChannelBytes:
+    stored_in: StoredIn
+    channel: str
+    values: int
+    # Bytes as stored (Postgres: after TOAST compression) and before compression (equal on SQLite).
+    bytes: int
+    raw_bytes: int
+
+
+@dataclass(frozen=True)
+class LargeValue:
+    """A value that looks like a base64 image or document, found by its signature without decoding it."""
+
+    thread_id: str
+    checkpoint_ns: str
+    stored_in: StoredIn
+    channel: str
+    # What the signature says: "data-uri image/png", "png", "jpeg", "gif", "webp", "pdf", "zip".
+    looks_like: str
+    bytes: int
+    # How many stored values hold it (SQLite copies a channel's value into every checkpoint).
+    copies: int = 1
+    # The first checkpoint holding it, or the write's checkpoint.
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Checkpoints and bytes written in one slice of time (start in ns since the epoch, UTC)."""
+
+    start_ns: int
+    checkpoints: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ThreadBytes:
+    thread_id: str
+    checkpoints: int
+    bytes: int
+    first_ns: int | None = None
+    last_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class AppThreads:
+    """DeerFlow's `threads_meta` beside the checkpoints: the threads it no longer knows."""
+
+    table: str
+    known: int
+    # Checkpoint threads with no app row, heaviest first, and their total bytes.
+    orphans: tuple[ThreadBytes, ...]
+    orphan_bytes: int
+    # App rows with no checkpoints at all.
+    app_only: int
+
+
+@dataclass
+class StorageFacts:
+    database: str
+    backend: str
+    sqlite: SqliteFiles | None = None
+    postgres: PostgresDatabase | None = None
+    relations: list[Relation] = field(default_factory=list)
+    # None when the per-channel pass was skipped (--no-channels).
+    channels: list[ChannelBytes] | None = None
+    # Checkpoint bytes outside any channel value (versions, versions seen, ids, framing) and metadata bytes.
+    checkpoint_rest_bytes: int | None = None
+    metadata_bytes: int = 0
+    large_values: list[LargeValue] = field(default_factory=list)
+    # Bytes written per time bucket (store/clock.py, bucket_start_ns) for the store and each heaviest thread.
+    growth: list[Bucket] = field(default_factory=list)
+    heaviest: list[ThreadBytes] = field(default_factory=list)
+    heaviest_growth: dict[str, list[Bucket]] = field(default_factory=dict)
+    # Checkpoints whose id carries no write time (not a UUIDv6).
+    untimed_checkpoints: int = 0
+    app: AppThreads | None = None
+    # A legacy checkpointer file beside the app's database (its path and size), when there is one.
+    legacy_files: list[tuple[str, int]] = field(default_factory=list)
+    # Why a part could not be read (a missing privilege, dbstat not compiled in), for the report to say.
+    notes: list[str] = field(default_factory=list)
