@@ -11,6 +11,10 @@ table (reltuples -1) turns a join of raw rows into a very bad plan. Relations ar
 pg_class and pg_namespace, and every table is privilege-checked before it is read, since an error
 (to_regclass on a schema without USAGE, a SELECT without privilege) aborts the read-only transaction:
 what cannot be read is said in `StorageFacts.notes`.
+
+Cost (45,000 checkpoints, 300 threads, 137 MB database, warm, 2 CPUs): 1.13 s for the whole process
+against 1.11 s for `ckpt verify-shape` (1.01x), 38 MiB peak. Half of it is growth's first-version
+aggregate (jsonb_each_text over every checkpoint's channel_versions, to date each blob).
 """
 
 from __future__ import annotations
