@@ -1,0 +1,522 @@
+"""Where a Postgres checkpoint store's bytes are (`ckpt inspect storage`), read in one READ ONLY transaction.
+
+Every figure is SQL over the catalog, the statistics views and stored lengths: `pg_column_size` (as
+stored, after compression) and `octet_length` (raw) read the heap's TOAST pointers, never the TOAST
+tables. Only the large-value peek reads value bytes: `position()` on values of at least
+`StorageRequest.large_value_bytes`, server-side, and the hits' bytes confirmed here by their signature.
+Nothing is decoded with LangGraph's serializer.
+
+Aggregates are taken per table before anything is joined: ckpt cannot ANALYZE, and a never-analysed
+table (reltuples -1) turns a join of raw rows into a very bad plan. Relations are found through
+pg_class and pg_namespace, and every table is privilege-checked before it is read, since an error
+(to_regclass on a schema without USAGE, a SELECT without privilege) aborts the read-only transaction:
+what cannot be read is said in `StorageFacts.notes`.
+
+Cost (45,000 checkpoints, 300 threads, 137 MB database, warm, 2 CPUs): 1.13 s for the whole process
+against 1.11 s for `ckpt verify-shape` (1.01x), 38 MiB peak. Half of it is growth's first-version
+aggregate (jsonb_each_text over every checkpoint's channel_versions, to date each blob).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.redact import redact
+from deerflow_ckpt.store.clock import bucket_start_ns, write_time_ns
+from deerflow_ckpt.store.postgres import connect
+from deerflow_ckpt.store.source import PostgresTarget
+from deerflow_ckpt.store.storage import (
+    AppThreads,
+    Bucket,
+    ChannelBytes,
+    LargeValue,
+    PostgresDatabase,
+    Relation,
+    StorageFacts,
+    StorageRequest,
+    StoredIn,
+    ThreadBytes,
+)
+
+CHECKPOINTS, BLOBS, WRITES, MIGRATIONS = "checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"
+RELATIONS = (CHECKPOINTS, BLOBS, WRITES, MIGRATIONS)
+APP_TABLE = "threads_meta"
+
+# A checkpoint id's time bucket (store/clock.py, BUCKET_PREFIX); NULL when the id is no UUIDv6.
+# The test is write_time_ns's (store/clock.py).
+_BUCKET_SQL = (
+    "CASE WHEN length({col}) = 36 AND substr({col}, 9, 1) = '-' AND substr({col}, 14, 1) = '-'"
+    " AND substr({col}, 15, 1) = '6' AND substr({col}, 19, 1) = '-' AND substr({col}, 1, 18) ~ '^[0-9a-f-]+$'"
+    " THEN substr({col}, 1, 8) END"
+)
+# A checkpoint's JSONB object at `key`, NULL when it is anything else (jsonb_each raises on a non-object).
+_OBJECT_SQL = "CASE WHEN jsonb_typeof(c.checkpoint->'{key}') = 'object' THEN c.checkpoint->'{key}' END"
+_CHECKPOINT_BYTES_SQL = "coalesce(pg_column_size(c.checkpoint), 0) + coalesce(pg_column_size(c.metadata), 0)"
+
+# The signatures the server looks for, as the base64 of a file's magic (or a data URI's marker).
+_SERVER_PATTERNS = (";base64,", "iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "UEsDB")
+_BARE_SIGNATURES = (
+    (b"iVBORw0KGgo", "png"),
+    (b"/9j/", "jpeg"),
+    (b"R0lGOD", "gif"),
+    (b"UklGR", "webp"),
+    (b"JVBERi0", "pdf"),
+    (b"UEsDB", "zip"),
+)
+_DATA_URI = re.compile(rb"data:([a-z]+/[a-z0-9.+-]+);base64,([A-Za-z0-9+/]*={0,2})")
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+# A run shorter than this is no file worth reporting (a signature in ordinary text, an icon).
+MIN_RUN_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class _Table:
+    name: str
+    oid: int
+    readable: bool
+
+
+def read_postgres_storage(target: PostgresTarget, request: StorageRequest) -> StorageFacts:
+    """The storage facts of the checkpoint tables at `target` (its schema, or the first on the search path
+    holding `checkpoints`), read in one READ ONLY transaction that is rolled back."""
+    import psycopg
+
+    connection = connect(target)
+    try:
+        facts = _Reader(connection, target, request).read()
+        connection.rollback()
+        return facts
+    except psycopg.Error as exc:
+        raise StoreError(f"reading storage of {target.describe()} failed: {redact(str(exc)).strip()}") from None
+    finally:
+        connection.close()
+
+
+class _Reader:
+    def __init__(self, connection: Any, target: PostgresTarget, request: StorageRequest) -> None:
+        self.connection = connection
+        self.target = target
+        self.request = request
+        self.facts = StorageFacts(database=target.describe(), backend="postgres")
+        self.schema = ""
+        self.tables: dict[str, _Table] = {}
+        self._usage = True
+
+    def read(self) -> StorageFacts:
+        self.schema = self._schema()
+        self.tables = self._tables()
+        self.facts.postgres = self._database()
+        self.facts.relations = self._relations()
+        unreadable = [name for name in (CHECKPOINTS, BLOBS, WRITES) if not self._readable(name)]
+        if unreadable:
+            self.facts.notes.append(
+                f"no SELECT privilege on {', '.join(f'{self.schema}.{name}' for name in unreadable)}"
+                f"{'' if self._usage else f' (no USAGE on schema {self.schema})'}: bytes by thread, channel and"
+                " time, large values and orphans are not read"
+            )
+            return self.facts
+        totals = self._thread_totals()
+        self.facts.metadata_bytes = sum(row.metadata for row in totals.values())
+        ranked = sorted(totals.values(), key=lambda row: (-row.bytes, row.thread_id))
+        self.facts.heaviest = [row.thread_bytes() for row in ranked[: max(self.request.top, 0)]]
+        self._growth([row.thread_id for row in self.facts.heaviest])
+        if self.request.channels:
+            checkpoint_bytes = sum(row.checkpoint for row in totals.values())
+            self._channels(checkpoint_bytes)
+            self.facts.large_values = self._large_values()
+        self.facts.app = self._app_threads(totals)
+        return self.facts
+
+    # -- where the tables are, and what this role may read ------------------------------------------------
+
+    def _one(self, query: Any, parameters: Iterable[Any] = ()) -> Any:
+        with self.connection.cursor() as cursor:
+            cursor.execute(query, tuple(parameters))
+            return cursor.fetchone()
+
+    def _all(self, query: Any, parameters: Iterable[Any] = ()) -> list[Any]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(query, tuple(parameters))
+            rows: list[Any] = cursor.fetchall()
+            return rows
+
+    def _schema(self) -> str:
+        if self.target.schema:
+            return self.target.schema
+        # The effective search path lists only schemas this role may use, in order: never to_regclass,
+        # which raises (and aborts the transaction) on a schema without USAGE.
+        row = self._one(
+            "SELECT s.name FROM unnest(current_schemas(false)) WITH ORDINALITY AS s(name, position) "
+            "JOIN pg_namespace n ON n.nspname = s.name "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = %s AND c.relkind IN ('r', 'p') "
+            "ORDER BY s.position LIMIT 1",
+            (CHECKPOINTS,),
+        )
+        if row is None:
+            raise StoreError(f"no {CHECKPOINTS} table in the search path: not a LangGraph Postgres checkpoint database")
+        return str(row[0])
+
+    def _tables(self) -> dict[str, _Table]:
+        rows = self._all(
+            "SELECT c.relname, c.oid::bigint, has_schema_privilege(n.oid, 'USAGE'), "
+            "has_table_privilege(c.oid, 'SELECT') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind IN ('r', 'p')",
+            (self.schema, [*RELATIONS, APP_TABLE]),
+        )
+        self._usage = all(bool(row[2]) for row in rows) if rows else True
+        found = {
+            str(name): _Table(str(name), int(oid), bool(usage) and bool(select)) for name, oid, usage, select in rows
+        }
+        for name in (CHECKPOINTS, BLOBS, WRITES):
+            if name not in found:
+                raise StoreError(
+                    f"no {name} table in schema {self.schema}: not a LangGraph Postgres checkpoint database"
+                )
+        return found
+
+    def _readable(self, name: str) -> bool:
+        table = self.tables.get(name)
+        return table is not None and table.readable
+
+    def _sql(self, text: str, **names: str) -> str:
+        """`text` with each {key} replaced by the quoted, schema-qualified table `names[key]` (and nothing
+        else: SQL keeps its own braces)."""
+        from psycopg import sql
+
+        for key, name in names.items():
+            text = text.replace("{" + key + "}", sql.Identifier(self.schema, name).as_string(self.connection))
+        return text
+
+    # -- the database and its relations --------------------------------------------------------------
+
+    def _database(self) -> PostgresDatabase:
+        import psycopg
+
+        database_bytes = 0
+        try:
+            with self.connection.transaction():  # a savepoint: CONNECT can be revoked from a connected role
+                row = self._one("SELECT pg_database_size(current_database())")
+                database_bytes = int(row[0])
+        except psycopg.errors.InsufficientPrivilege:
+            self.facts.notes.append("no CONNECT privilege on the database: its size is not read")
+        settings = dict(
+            self._all(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('autovacuum', 'autovacuum_vacuum_threshold', 'autovacuum_vacuum_scale_factor')"
+            )
+        )
+        autovacuum = settings.get("autovacuum")
+        threshold = settings.get("autovacuum_vacuum_threshold")
+        scale = settings.get("autovacuum_vacuum_scale_factor")
+        # backend_xmin is visible for every session, whoever owns it; ours is left out.
+        xmin = self._one(
+            "SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity "
+            "WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()"
+        )
+        return PostgresDatabase(
+            database_bytes=database_bytes,
+            autovacuum=None if autovacuum is None else autovacuum == "on",
+            vacuum_threshold=None if threshold is None else int(threshold),
+            vacuum_scale_factor=None if scale is None else float(scale),
+            oldest_xmin_age=None if xmin is None else int(xmin[0]),
+        )
+
+    def _relations(self) -> list[Relation]:
+        # Catalog functions and statistics views: readable without SELECT on the tables.
+        rows = self._all(
+            "SELECT c.relname, pg_total_relation_size(c.oid), pg_indexes_size(c.oid), "
+            "coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0), "
+            "s.n_live_tup, s.n_dead_tup, s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze "
+            "FROM pg_class c LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid WHERE c.oid = ANY(%s)",
+            ([table.oid for name, table in self.tables.items() if name in RELATIONS],),
+        )
+        by_name = {str(row[0]): row for row in rows}
+        relations: list[Relation] = []
+        for name in RELATIONS:
+            row = by_name.get(name)
+            if row is None:
+                continue
+            _, total, indexes, toast, live, dead, vacuum, autovacuum, analyze, autoanalyze = row
+            relations.append(
+                Relation(
+                    name=name,
+                    bytes=int(total),
+                    rows=int(live or 0),
+                    index_bytes=int(indexes),
+                    toast_bytes=int(toast),
+                    dead_rows=None if dead is None else int(dead),
+                    last_vacuum=_iso(vacuum),
+                    last_autovacuum=_iso(autovacuum),
+                    last_analyze=_iso(analyze),
+                    last_autoanalyze=_iso(autoanalyze),
+                )
+            )
+        return relations
+
+    # -- bytes by thread and by time -----------------------------------------------------------------
+
+    def _thread_totals(self) -> dict[str, _ThreadTotal]:
+        bucket = _BUCKET_SQL.format(col="c.checkpoint_id")
+        query = self._sql(
+            "SELECT thread_id, sum(n), sum(ckpt), sum(meta), sum(blob), sum(write), min(first_id), max(last_id) "
+            "FROM ("
+            f" SELECT c.thread_id, count(*) AS n, sum({_CHECKPOINT_BYTES_SQL}) AS ckpt,"
+            "  sum(coalesce(pg_column_size(c.metadata), 0)) AS meta, 0 AS blob, 0 AS write,"
+            f"  min(CASE WHEN {bucket} IS NOT NULL THEN c.checkpoint_id END) AS first_id,"
+            f"  max(CASE WHEN {bucket} IS NOT NULL THEN c.checkpoint_id END) AS last_id"
+            "  FROM {checkpoints} c GROUP BY 1"
+            " UNION ALL SELECT thread_id, 0, 0, 0, sum(coalesce(pg_column_size(blob), 0)), 0, NULL, NULL"
+            "  FROM {blobs} GROUP BY 1"
+            " UNION ALL SELECT thread_id, 0, 0, 0, 0, sum(coalesce(pg_column_size(blob), 0)), NULL, NULL"
+            "  FROM {writes} GROUP BY 1"
+            ") x GROUP BY thread_id",
+            checkpoints=CHECKPOINTS,
+            blobs=BLOBS,
+            writes=WRITES,
+        )
+        totals: dict[str, _ThreadTotal] = {}
+        for thread_id, count, ckpt, meta, blob, write, first_id, last_id in self._all(query):
+            totals[thread_id] = _ThreadTotal(
+                str(thread_id), int(count), int(ckpt), int(meta), int(blob), int(write), first_id, last_id
+            )
+        return totals
+
+    def _growth(self, heaviest: list[str]) -> None:
+        """Bytes written per time bucket, for the store and each of the `heaviest` threads, in one pass.
+
+        A checkpoint's and a write's time is their checkpoint id's; a blob's is the first checkpoint that
+        names its (channel, version). Blobs no checkpoint names have no time and are left out."""
+        bucket = _BUCKET_SQL.format(col="c.checkpoint_id")
+        first_bucket = _BUCKET_SQL.format(col="f.first_id")
+        write_bucket = _BUCKET_SQL.format(col="w.checkpoint_id")
+        versions = _OBJECT_SQL.format(key="channel_versions")
+        query = self._sql(
+            "SELECT bucket, top, sum(n), sum(bytes) FROM ("
+            f" SELECT {bucket} AS bucket, CASE WHEN c.thread_id = ANY(%(top)s) THEN c.thread_id END AS top,"
+            f"  count(*) AS n, sum({_CHECKPOINT_BYTES_SQL}) AS bytes FROM {{checkpoints}} c GROUP BY 1, 2"
+            f" UNION ALL SELECT {write_bucket}, CASE WHEN w.thread_id = ANY(%(top)s) THEN w.thread_id END, 0,"
+            "  sum(coalesce(pg_column_size(w.blob), 0)) FROM {writes} w GROUP BY 1, 2"
+            f" UNION ALL SELECT {first_bucket}, CASE WHEN b.thread_id = ANY(%(top)s) THEN b.thread_id END, 0,"
+            "  sum(coalesce(pg_column_size(b.blob), 0)) FROM {blobs} b"
+            "  JOIN (SELECT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version,"
+            "        min(c.checkpoint_id) AS first_id"
+            f"        FROM {{checkpoints}} c, jsonb_each_text({versions}) v GROUP BY 1, 2, 3, 4) f"
+            "   USING (thread_id, checkpoint_ns, channel, version)"
+            "  GROUP BY 1, 2"
+            ") x GROUP BY 1, 2",
+            checkpoints=CHECKPOINTS,
+            blobs=BLOBS,
+            writes=WRITES,
+        )
+        store: dict[int, list[int]] = {}
+        threads: dict[str, dict[int, list[int]]] = {thread_id: {} for thread_id in heaviest}
+        with self.connection.cursor() as cursor:
+            cursor.execute(query, {"top": heaviest})
+            for prefix, top, count, size in cursor:
+                start = None if prefix is None else bucket_start_ns(prefix)
+                if start is None:
+                    self.facts.untimed_checkpoints += int(count)
+                    continue
+                for buckets in (store, threads[top]) if top is not None else (store,):
+                    slot = buckets.setdefault(start, [0, 0])
+                    slot[0] += int(count)
+                    slot[1] += int(size or 0)
+        self.facts.growth = _buckets(store)
+        self.facts.heaviest_growth = {thread_id: _buckets(buckets) for thread_id, buckets in threads.items()}
+
+    # -- bytes by channel ----------------------------------------------------------------------------
+
+    def _channels(self, checkpoint_bytes: int) -> None:
+        channels: list[ChannelBytes] = []
+        for stored_in, table in ((StoredIn.BLOBS, BLOBS), (StoredIn.WRITES, WRITES)):
+            query = self._sql(
+                "SELECT channel, count(*), sum(coalesce(pg_column_size(blob), 0)),"
+                " sum(coalesce(octet_length(blob), 0)) FROM {table} GROUP BY channel",
+                table=table,
+            )
+            channels += [ChannelBytes(stored_in, str(ch), int(n), int(s), int(r)) for ch, n, s, r in self._all(query)]
+        # Inline values (None, strings, numbers, the snapshot marker) live in the checkpoint's JSONB, which is
+        # compressed as a whole: a value's size is its JSON text, stored and raw alike.
+        query = self._sql(
+            "SELECT kv.key, count(*), sum(octet_length(kv.value::text)) FROM {checkpoints} c, "
+            f"jsonb_each({_OBJECT_SQL.format(key='channel_values')}) kv GROUP BY kv.key",
+            checkpoints=CHECKPOINTS,
+        )
+        inline = [ChannelBytes(StoredIn.CHECKPOINTS, str(ch), int(n), int(s), int(s)) for ch, n, s in self._all(query)]
+        channels += inline
+        self.facts.channels = sorted(channels, key=lambda c: (-c.bytes, c.stored_in, c.channel))
+        inline_bytes = sum(channel.bytes for channel in inline)
+        self.facts.checkpoint_rest_bytes = max(0, checkpoint_bytes - self.facts.metadata_bytes - inline_bytes)
+
+    # -- large values ---------------------------------------------------------------------------------
+
+    def _large_values(self) -> list[LargeValue]:
+        """Values of at least request.large_value_bytes holding a base64 signature: found by position() on
+        the server (which reads only those values), confirmed here on the hits' bytes."""
+        threshold = self.request.large_value_bytes
+        # position() on the detoasted copy the subquery materialises: each test would detoast again.
+        patterns = " OR ".join(f"position('{pattern}'::bytea IN value) > 0" for pattern in _SERVER_PATTERNS)
+        found: list[LargeValue] = []
+        blobs = self._sql(
+            "SELECT thread_id, checkpoint_ns, channel, value,"
+            " (SELECT min(c.checkpoint_id) FROM {checkpoints} c WHERE c.thread_id = s.thread_id"
+            "   AND c.checkpoint_ns = s.checkpoint_ns AND c.checkpoint->'channel_versions'->>s.channel = s.version)"
+            " FROM (SELECT thread_id, checkpoint_ns, channel, version, blob || ''::bytea AS value FROM {blobs}"
+            f"       WHERE octet_length(blob) >= %s OFFSET 0) s WHERE {patterns}",
+            checkpoints=CHECKPOINTS,
+            blobs=BLOBS,
+        )
+        writes = self._sql(
+            "SELECT thread_id, checkpoint_ns, channel, value, checkpoint_id"
+            " FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, channel, blob || ''::bytea AS value"
+            f"       FROM {{writes}} WHERE octet_length(blob) >= %s OFFSET 0) s WHERE {patterns}",
+            writes=WRITES,
+        )
+        for stored_in, query in ((StoredIn.BLOBS, blobs), (StoredIn.WRITES, writes)):
+            # A server-side cursor: only the hits cross the wire, a few at a time.
+            with self.connection.cursor(name=f"ckpt_storage_{stored_in}", binary=True) as cursor:
+                cursor.itersize = 8
+                cursor.execute(query, (threshold,))
+                for thread_id, ns, channel, value, checkpoint_id in cursor:
+                    for looks_like, size in find_base64_files(bytes(value), msgpack=True):
+                        found.append(
+                            LargeValue(
+                                str(thread_id), ns or "", stored_in, str(channel), looks_like, size, 1, checkpoint_id
+                            )
+                        )
+        # Strings inline in the checkpoints' JSONB: every checkpoint carries the channel's current value.
+        strpos = " OR ".join(f"strpos(kv.value #>> '{{}}', '{pattern}') > 0" for pattern in _SERVER_PATTERNS)
+        inline = self._sql(
+            "SELECT c.thread_id, c.checkpoint_ns, kv.key, kv.value #>> '{}', count(*), min(c.checkpoint_id)"
+            f" FROM {{checkpoints}} c, jsonb_each({_OBJECT_SQL.format(key='channel_values')}) kv"
+            f" WHERE jsonb_typeof(kv.value) = 'string' AND octet_length(kv.value #>> '{{}}') >= %s AND ({strpos})"
+            " GROUP BY 1, 2, 3, 4",
+            checkpoints=CHECKPOINTS,
+        )
+        for thread_id, ns, channel, text, copies, checkpoint_id in self._all(inline, (threshold,)):
+            for looks_like, size in find_base64_files(str(text).encode(), msgpack=False):
+                found.append(
+                    LargeValue(
+                        str(thread_id), ns or "", StoredIn.CHECKPOINTS, str(channel), looks_like, size, int(copies),
+                        checkpoint_id,
+                    )
+                )  # fmt: skip
+        return sorted(found, key=lambda v: (-v.bytes * v.copies, v.thread_id, v.channel, v.checkpoint_id or ""))
+
+    # -- the app's threads ----------------------------------------------------------------------------
+
+    def _app_threads(self, totals: dict[str, _ThreadTotal]) -> AppThreads | None:
+        table = self.tables.get(APP_TABLE)
+        qualified = f"{self.schema}.{APP_TABLE}"
+        if table is None:
+            return None
+        if not table.readable:
+            self.facts.notes.append(f"no SELECT privilege on {qualified}: orphan threads are not counted")
+            return None
+        columns = {row[0] for row in self._all(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped", (table.oid,)
+        )}  # fmt: skip
+        if "thread_id" not in columns:
+            self.facts.notes.append(f"{qualified} has no thread_id column: orphan threads are not counted")
+            return None
+        known = {str(row[0]) for row in self._all(self._sql("SELECT thread_id FROM {app}", app=APP_TABLE))}
+        orphans = sorted(
+            (total for thread_id, total in totals.items() if thread_id not in known and total.checkpoints),
+            key=lambda total: (-total.bytes, total.thread_id),
+        )
+        checkpointed = {thread_id for thread_id, total in totals.items() if total.checkpoints}
+        return AppThreads(
+            table=qualified,
+            known=len(known),
+            orphans=tuple(total.thread_bytes() for total in orphans),
+            orphan_bytes=sum(total.bytes for total in orphans),
+            app_only=len(known - checkpointed),
+        )
+
+
+@dataclass(frozen=True)
+class _ThreadTotal:
+    thread_id: str
+    checkpoints: int
+    checkpoint: int  # checkpoint and metadata columns, as stored
+    metadata: int
+    blob: int
+    write: int
+    first_id: str | None
+    last_id: str | None
+
+    @property
+    def bytes(self) -> int:
+        return self.checkpoint + self.blob + self.write
+
+    def thread_bytes(self) -> ThreadBytes:
+        return ThreadBytes(
+            self.thread_id,
+            self.checkpoints,
+            self.bytes,
+            None if self.first_id is None else write_time_ns(self.first_id),
+            None if self.last_id is None else write_time_ns(self.last_id),
+        )
+
+
+def _buckets(slots: dict[int, list[int]]) -> list[Bucket]:
+    return [Bucket(start, count, size) for start, (count, size) in sorted(slots.items())]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_base64_files(data: bytes, msgpack: bool) -> list[tuple[str, int]]:
+    """(looks_like, base64 bytes) for each base64 file in `data`, by its signature, without decoding it.
+
+    A data URI counts wherever it is; a bare signature only where a string begins: right after a msgpack
+    str header (`msgpack`) or at the start of `data` (a JSON string's text). Runs shorter than
+    MIN_RUN_BYTES are left out."""
+    found: list[tuple[str, int]] = []
+    covered: list[tuple[int, int]] = []
+    for match in _DATA_URI.finditer(data):
+        run = len(match.group(2))
+        covered.append((match.start(2), match.end(2)))
+        if run >= MIN_RUN_BYTES:
+            found.append((f"data-uri {match.group(1).decode()}", run))
+    for signature, kind in _BARE_SIGNATURES:
+        start = data.find(signature)
+        while start >= 0:
+            if not any(low <= start < high for low, high in covered):
+                length = _string_length(data, start) if msgpack else (len(data) if start == 0 else None)
+                if length is not None:
+                    matched = _BASE64_RUN.match(data, start, start + length)
+                    size = 0 if matched is None else matched.end() - start
+                    if size >= MIN_RUN_BYTES and size == length and _confirms(data[start : start + 24], kind):
+                        found.append((kind, size))
+            start = data.find(signature, start + 1)
+    return found
+
+
+def _string_length(data: bytes, start: int) -> int | None:
+    """The length of the msgpack str whose header ends right before `start`, None without one."""
+    if start >= 2 and data[start - 2] == 0xD9:
+        return data[start - 1]
+    if start >= 3 and data[start - 3] == 0xDA:
+        return int.from_bytes(data[start - 2 : start], "big")
+    if start >= 5 and data[start - 5] == 0xDB:
+        return int.from_bytes(data[start - 4 : start], "big")
+    return None
+
+
+def _confirms(head: bytes, kind: str) -> bool:
+    """RIFF holds WAV and AVI as well: decode the first 16 characters (12 bytes) and look for WEBP."""
+    if kind != "webp":
+        return True
+    try:
+        return base64.b64decode(head[:16], validate=True)[8:12] == b"WEBP"
+    except (binascii.Error, ValueError):
+        return False
