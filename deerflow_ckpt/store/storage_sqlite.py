@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import os
 import re
 import sqlite3
@@ -29,9 +28,8 @@ import msgspec
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.clock import BUCKET_PREFIX, bucket_start_ns, write_time_ns
-from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
-from deerflow_ckpt.store.sqlite import SqliteCheckpointReader, connect_readonly, readonly_uri
+from deerflow_ckpt.store.sqlite import connect_readonly, readonly_uri
 from deerflow_ckpt.store.storage import (
     AppThreads,
     Bucket,
@@ -165,6 +163,8 @@ class _Tally:
     # channel -> [values, bytes], from the checkpoint values (only with request.channels).
     channels: dict[str, list[int]] = field(default_factory=dict)
     channel_bytes: int = 0
+    # channel -> [writes, bytes]
+    write_channels: dict[str, list[int]] = field(default_factory=dict)
     undecoded: int = 0
     hits: _Hits = field(default_factory=dict)
 
@@ -179,6 +179,7 @@ class _Tally:
             (self.threads, other.threads),
             (self.buckets, other.buckets),
             (self.channels, other.channels),
+            (self.write_channels, other.write_channels),
         ):
             for key, (count, size) in theirs.items():
                 entry = mine.setdefault(key, [0, 0])
@@ -190,20 +191,24 @@ class _Tally:
             hit[2] = min(hit[2], first)
 
 
-def _where(selection: ThreadSelection) -> tuple[str, list[Any]]:
-    clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), parameters
+# A share of a table's rows: a half-open rowid range, or None for all of them. The folds need no order and
+# no thread kept whole, so a share is a contiguous run of the table's pages: a sequential read each.
+RowRange = tuple[int, int] | None
+
+
+def _where(rows: RowRange) -> tuple[str, list[Any]]:
+    return ("", []) if rows is None else ("WHERE rowid >= ? AND rowid < ?", list(rows))
 
 
 def _thread_key(thread_id: Any) -> str:
     return thread_id if type(thread_id) is str else str(thread_id)
 
 
-def _count_checkpoints(connection: sqlite3.Connection, selection: ThreadSelection, request: StorageRequest) -> _Tally:
+def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: StorageRequest) -> _Tally:
     """One pass over the share's checkpoints: sizes per thread and time bucket, and with request.channels
     each value's channels and the large-value peek."""
     tally = _Tally()
-    where, parameters = _where(selection)
+    where, parameters = _where(rows)
     threads, buckets, channels, hits = tally.threads, tally.buckets, tally.channels, tally.hits
     threshold = request.large_value_bytes
     decode = _channels_decoder.decode
@@ -217,9 +222,9 @@ def _count_checkpoints(connection: sqlite3.Connection, selection: ThreadSelectio
             "SELECT thread_id, checkpoint_ns, checkpoint_id, type, length(checkpoint), length(metadata) "
             f"FROM checkpoints {where}"
         )
-    checkpoint_bytes = metadata_bytes = channel_bytes = rows = 0
+    checkpoint_bytes = metadata_bytes = channel_bytes = seen = 0
     for thread_id, ns, checkpoint_id, kind, data, metadata_size in connection.execute(query, parameters):
-        rows += 1
+        seen += 1
         if type(data) is int:
             size = data
         elif data is None:
@@ -270,19 +275,25 @@ def _count_checkpoints(connection: sqlite3.Connection, selection: ThreadSelectio
                     channel,
                     str(checkpoint_id),
                 )
-    tally.checkpoints = rows
+    tally.checkpoints = seen
     tally.checkpoint_bytes, tally.metadata_bytes, tally.channel_bytes = checkpoint_bytes, metadata_bytes, channel_bytes
     return tally
 
 
-def _count_writes(connection: sqlite3.Connection, selection: ThreadSelection, tally: _Tally) -> None:
-    """The share's write bytes, per thread and per time bucket of the checkpoint they belong to."""
-    where, parameters = _where(selection)
-    threads, buckets = tally.threads, tally.buckets
-    query = f"SELECT thread_id, checkpoint_id, length(value) FROM writes {where}"
-    for thread_id, checkpoint_id, size in connection.execute(query, parameters):
+def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally) -> None:
+    """The share's write bytes (stored lengths), per channel, per thread and per time bucket of the
+    checkpoint they belong to."""
+    where, parameters = _where(rows)
+    threads, buckets, channels = tally.threads, tally.buckets, tally.write_channels
+    query = f"SELECT thread_id, checkpoint_id, channel, length(value) FROM writes {where}"
+    for thread_id, checkpoint_id, channel, size in connection.execute(query, parameters):
+        entry = channels.get(channel)
+        if entry is None:
+            entry = channels[_thread_key(channel)] = [0, 0]
+        entry[0] += 1
         if not size:
             continue
+        entry[1] += size
         thread = threads.get(thread_id)
         if thread is None:
             thread = threads[_thread_key(thread_id)] = [0, 0]
@@ -294,13 +305,13 @@ def _count_writes(connection: sqlite3.Connection, selection: ThreadSelection, ta
             bucket[1] += size
 
 
-def _read_share(target: SqliteTarget, request: StorageRequest, selection: ThreadSelection) -> _Tally:
-    """A worker's share: its thread range's checkpoints and writes, in a read transaction of its own."""
+def _read_share(target: SqliteTarget, request: StorageRequest, share: tuple[RowRange, RowRange]) -> _Tally:
+    """A worker's share: a range of checkpoint rows and one of write rows, in a read transaction of its own."""
     connection = connect_readonly(target)
     try:
         connection.execute("BEGIN")
-        tally = _count_checkpoints(connection, selection, request)
-        _count_writes(connection, selection, tally)
+        tally = _count_checkpoints(connection, share[0], request)
+        _count_writes(connection, share[1], tally)
         connection.execute("COMMIT")
         return tally
     except sqlite3.Error as exc:
@@ -510,14 +521,6 @@ def _app_threads(connection: sqlite3.Connection, threads: dict[str, list[int]]) 
     )
 
 
-def _write_channels(connection: sqlite3.Connection) -> list[ChannelBytes]:
-    query = "SELECT channel, count(*), sum(coalesce(length(value), 0)) FROM writes GROUP BY channel ORDER BY 3 DESC, 1"
-    return [
-        ChannelBytes(StoredIn.WRITES, _thread_key(channel), count, size or 0, size or 0)
-        for channel, count, size in connection.execute(query)
-    ]
-
-
 def _peek_writes(connection: sqlite3.Connection, request: StorageRequest, hits: _Hits) -> None:
     """The large writes' bytes, searched for base64 files (only rows of at least the threshold are read)."""
     query = "SELECT thread_id, checkpoint_ns, checkpoint_id, channel, value FROM writes WHERE length(value) >= ?"
@@ -539,12 +542,34 @@ def _large_values(hits: _Hits) -> list[LargeValue]:
 # --- the read ---------------------------------------------------------------------------------------------------
 
 
-def _shares(target: SqliteTarget, jobs: int) -> list[ThreadSelection]:
+def _row_ranges(connection: sqlite3.Connection, table: str, parts: int) -> list[RowRange] | None:
+    """`parts` rowid ranges of about equal size (rowids run dense in a table that is only appended to and
+    deleted from); None for a WITHOUT ROWID table."""
+    try:
+        low, high = connection.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if low is None:
+        return [None] + [(0, 0)] * (parts - 1)
+    bounds = [low + (high + 1 - low) * part // parts for part in range(parts)] + [high + 1]
+    return [(bounds[part], bounds[part + 1]) for part in range(parts)]
+
+
+def _shares(target: SqliteTarget, jobs: int) -> list[tuple[RowRange, RowRange]]:
+    """Each process's checkpoint and write rows; one share (everything) when jobs is 1 or a table has no rowid."""
     if jobs <= 1:
-        return [ALL_THREADS]
-    points = SqliteCheckpointReader(target).split_points(jobs)
-    bounds: list[str | None] = [None, *points, None]
-    return [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
+        return [(None, None)]
+    connection = connect_readonly(target)
+    try:
+        checkpoints = _row_ranges(connection, "checkpoints", jobs)
+        writes = _row_ranges(connection, "writes", jobs)
+    except sqlite3.Error as exc:
+        raise StoreError(f"reading {target.path} failed: {exc}") from exc
+    finally:
+        connection.close()
+    if checkpoints is None or writes is None:
+        return [(None, None)]
+    return list(zip(checkpoints, writes, strict=True))
 
 
 def _files(path: Path, connection: sqlite3.Connection, sizes: tuple[int, int | None, int | None]) -> SqliteFiles:
@@ -614,13 +639,14 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
             for future in futures:
                 tally.merge(future.result())
         else:
-            tally = _count_checkpoints(connection, ALL_THREADS, request)
-            _count_writes(connection, ALL_THREADS, tally)
+            tally = _count_checkpoints(connection, None, request)
+            _count_writes(connection, None, tally)
         facts.metadata_bytes = tally.metadata_bytes
         facts.untimed_checkpoints = tally.untimed
         if request.channels:
             _peek_writes(connection, request, tally.hits)
-            facts.channels = _channel_list(tally) + _write_channels(connection)
+            facts.channels = _channel_list(StoredIn.CHECKPOINTS, tally.channels)
+            facts.channels += _channel_list(StoredIn.WRITES, tally.write_channels)
             facts.checkpoint_rest_bytes = tally.checkpoint_bytes - tally.channel_bytes
             facts.large_values = _large_values(tally.hits)
             if tally.undecoded:
@@ -643,10 +669,11 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
     return facts
 
 
-def _channel_list(tally: _Tally) -> list[ChannelBytes]:
+def _channel_list(where: StoredIn, channels: dict[str, list[int]]) -> list[ChannelBytes]:
+    """Heaviest first; on SQLite stored and raw bytes are the same (no compression)."""
     return [
-        ChannelBytes(StoredIn.CHECKPOINTS, channel, values, size, size)
-        for channel, (values, size) in sorted(tally.channels.items(), key=lambda item: (-item[1][1], item[0]))
+        ChannelBytes(where, channel, values, size, size)
+        for channel, (values, size) in sorted(channels.items(), key=lambda item: (-item[1][1], item[0]))
     ]
 
 
