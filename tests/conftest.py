@@ -4,6 +4,9 @@
   ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end. SQLite
   databases the real graphs wrote are kept in pytest's cache, keyed by the builder's sources, the
   libraries and the simulated clock's start (it moves on the hour), and each session gets a copy.
+* ``built_storage_sqlite`` / ``built_storage_postgres`` (session), or ``built_storage(backend)``: the
+  storage scenario for ``inspect storage`` (fixtures/dbbuilder/storage.py) as built and after deletes,
+  with its ``StorageManifest``.
 * ``pg_database`` / ``pg_schema`` (per test): an empty database or schema of its own.
 * ``pg_readonly_role`` (per test): ``make(db) -> dsn`` for a login role that may only SELECT the
   checkpoint tables of that database (or schema).
@@ -38,6 +41,8 @@ from fixtures.dbbuilder.build import build, build_postgres, libraries
 from fixtures.dbbuilder.clock import default_start_ns
 from fixtures.dbbuilder.manifest import Manifest
 from fixtures.dbbuilder.runner import BuildOptions
+from fixtures.dbbuilder.storage import StorageManifest, build_storage, delete_threads
+from fixtures.dbbuilder.storage import default_start_ns as storage_start_ns
 
 BUILDER = Path(__file__).resolve().parents[1] / "fixtures" / "dbbuilder"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -314,3 +319,81 @@ def built_timelines(
     finally:
         for name in databases:
             drop_database(name)
+
+
+@dataclass(frozen=True)
+class BuiltStorage:
+    """The storage scenario (fixtures/dbbuilder/storage.py): `db` as built, `after_deletes` the same store
+    after DeerFlow deleted the doomed threads (SQLite: a non-empty freelist; Postgres: dead rows)."""
+
+    backend: str
+    db: str  # SQLite path or Postgres DSN (unredacted)
+    manifest: StorageManifest
+    after_deletes: str
+    after_deletes_manifest: StorageManifest
+
+    @property
+    def path(self) -> Path:
+        return Path(self.db)
+
+
+def _built_storage_sqlite(config: pytest.Config, directory: Path) -> BuiltStorage:
+    """Both SQLite files, built by the real graphs once per clock start (cached as built_sqlite_copy does)."""
+    start = storage_start_ns()
+    names = ("storage.db", "storage-after-deletes.db")
+    cache = _fixture_cache(config)
+    key = hashlib.sha256(json.dumps(["storage", _builder_digest(), libraries(), start]).encode()).hexdigest()[:24]
+    entry = None if cache is None else cache / key
+    if entry is None or not (entry / "after-deletes.json").exists():
+        scratch = Path(tempfile.mkdtemp(prefix="building-", dir=cache or directory))
+        manifest = build_storage("sqlite", scratch / names[0], start_ns=start)
+        shutil.copyfile(scratch / names[0], scratch / names[1])
+        deleted = delete_threads("sqlite", scratch / names[1], manifest)
+        manifest.write(scratch / "manifest.json")
+        deleted.write(scratch / "after-deletes.json")
+        if entry is None:
+            entry = scratch
+        else:
+            try:
+                scratch.rename(entry)
+            except OSError:
+                shutil.rmtree(scratch)  # another worker stored the same build first
+    paths = [directory / name for name in names]
+    for name, path in zip(names, paths, strict=True):
+        shutil.copyfile(entry / name, path)
+    manifest = dataclasses.replace(StorageManifest.read(entry / "manifest.json"), location=str(paths[0]))
+    deleted = dataclasses.replace(StorageManifest.read(entry / "after-deletes.json"), location=str(paths[1]))
+    return BuiltStorage("sqlite", str(paths[0]), manifest, str(paths[1]), deleted)
+
+
+@pytest.fixture(scope="session")
+def built_storage_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BuiltStorage:
+    return _built_storage_sqlite(request.config, tmp_path_factory.mktemp("built-storage"))
+
+
+@pytest.fixture(scope="session")
+def built_storage_postgres() -> Iterator[BuiltStorage]:
+    """Two fresh databases, dropped at the end: the scenario as built, and after the deletes."""
+    require_postgres()
+    names = [create_database("ckpt_storage"), create_database("ckpt_storage_deleted")]
+    try:
+        start = storage_start_ns()
+        dsns = [dsn_for(name) for name in names]
+        manifest = build_storage("postgres", dsns[0], start_ns=start)
+        build_storage("postgres", dsns[1], start_ns=start)
+        deleted = delete_threads("postgres", dsns[1], manifest)
+        yield BuiltStorage("postgres", dsns[0], manifest, dsns[1], deleted)
+    finally:
+        for name in names:
+            drop_database(name)
+
+
+@pytest.fixture
+def built_storage(request: pytest.FixtureRequest) -> Callable[[str], BuiltStorage]:
+    """``get(backend)``: the storage scenario on "sqlite" or "postgres" (each built once per session)."""
+
+    def get(backend: str) -> BuiltStorage:
+        built: BuiltStorage = request.getfixturevalue(f"built_storage_{backend}")
+        return built
+
+    return get
