@@ -30,6 +30,7 @@ def missing_file_commands(missing: Path) -> list[list[str]]:
         ["verify-shape", "--db", str(missing)],
         ["inspect", "thread", "t", "--config", str(missing)],
         ["inspect", "summary", "--db", str(missing)],
+        ["inspect", "storage", "--db", str(missing)],
     ]
 
 

@@ -26,10 +26,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from psycopg import sql
 
+from deerflow_ckpt.store.base64_peek import MIN_RUN_BYTES, find_base64_files
 from deerflow_ckpt.store.clock import bucket_start_ns, write_time_ns
 from deerflow_ckpt.store.source import PostgresTarget, postgres_target
 from deerflow_ckpt.store.storage import StorageFacts, StorageRequest, StoredIn
-from deerflow_ckpt.store.storage_postgres import MIN_RUN_BYTES, find_base64_files, read_postgres_storage
+from deerflow_ckpt.store.storage_postgres import read_postgres_storage
 from tests.conftest import BuiltDatabase
 
 pytestmark = pytest.mark.postgres
@@ -315,24 +316,28 @@ def test_a_large_inline_string_is_found_once_with_its_copies(pg_schema: tuple[st
         assert inline[0].copies == copies.fetchone()[0] > 1  # type: ignore[index]
 
 
+def _sized(data: bytes, msgpack: bool) -> list[tuple[str, int]]:
+    return [(kind, size) for kind, _, size in find_base64_files(data, msgpack)]
+
+
 def test_signatures_need_a_string_start_and_a_real_run() -> None:
     png = PNG_B64.encode()
     packed = b"\x81\xa6base64\xdb" + len(png).to_bytes(4, "big") + png
-    assert find_base64_files(packed, msgpack=True) == [("png", len(png))]
+    assert _sized(packed, msgpack=True) == [("png", len(png))]
     # The same characters inside ordinary text, with no str header before them: nothing.
-    assert find_base64_files(b"\xda\x10\x00 some text " + png, msgpack=True) == []
-    assert find_base64_files(png, msgpack=False) == [("png", len(png))]
-    assert find_base64_files(b"x" + png, msgpack=False) == []
+    assert _sized(b"\xda\x10\x00 some text " + png, msgpack=True) == []
+    assert _sized(png, msgpack=False) == [("png", len(png))]
+    assert _sized(b"x" + png, msgpack=False) == []
     # RIFF is WAV as well as WEBP: only WEBP counts.
     webp = base64.b64encode(b"RIFF\0\0\0\0WEBPVP8 " + bytes(2000))
     wav = base64.b64encode(b"RIFF\0\0\0\0WAVEfmt " + bytes(2000))
-    assert find_base64_files(webp, msgpack=False) == [("webp", len(webp))]
-    assert find_base64_files(wav, msgpack=False) == []
+    assert _sized(webp, msgpack=False) == [("webp", len(webp))]
+    assert _sized(wav, msgpack=False) == []
     # A data URI counts wherever it is, and is not found twice; a short one is left out.
     pdf = base64.b64encode(b"%PDF-1.7" + bytes(4000))
     uri = b'{"url": "data:application/pdf;base64,' + pdf + b'"}'
-    assert find_base64_files(uri, msgpack=True) == [("data-uri application/pdf", len(pdf))]
-    assert find_base64_files(b"data:image/png;base64," + png[: MIN_RUN_BYTES - 4], msgpack=False) == []
+    assert _sized(uri, msgpack=True) == [("data-uri application/pdf", len(pdf))]
+    assert _sized(b"data:image/png;base64," + png[: MIN_RUN_BYTES - 4], msgpack=False) == []
 
 
 # -- growth and heaviest threads --------------------------------------------------------------------------
@@ -385,7 +390,7 @@ def test_orphans_are_exact(image_store: ImageStore, facts: StorageFacts) -> None
     assert app is not None
     totals = thread_totals(image_store)
     assert app.table == f"{image_store.schema}.threads_meta"
-    assert app.known == len(KNOWN) + 1
+    assert app.known == len(KNOWN)
     assert sorted((o.thread_id, o.bytes) for o in app.orphans) == sorted((t, totals[t]) for t in ORPHANS)
     assert app.orphan_bytes == sum(totals[t] for t in ORPHANS)
     assert app.app_only == 1

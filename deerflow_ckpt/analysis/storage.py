@@ -9,10 +9,10 @@ compaction".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from deerflow_ckpt.store.storage import Bucket, PostgresDatabase, Relation, SqliteFiles
+from deerflow_ckpt.store.storage import Bucket, LargeValue, PostgresDatabase, Relation, SqliteFiles
 
 HOUR_NS = 3_600 * 10**9
 DAY_NS = 24 * HOUR_NS
@@ -95,6 +95,22 @@ def recent_rate(growth: Growth) -> Rate | None:
     start = max(growth.buckets[0].start_ns, end - WEEK_NS)
     window = [bucket for bucket in growth.buckets if bucket.start_ns >= start]
     return Rate(end - start, sum(b.bytes for b in window), sum(b.checkpoints for b in window))
+
+
+def merge_copies(values: Iterable[LargeValue]) -> list[LargeValue]:
+    """One row per file: values of one thread, namespace, table and channel that hold a file of the same
+    kind and size are copies of it (every Postgres messages version repeats an image the thread holds),
+    kept with the earliest checkpoint; largest total first."""
+    merged: dict[tuple[str, str, str, str, str, int], LargeValue] = {}
+    for value in values:
+        key = (value.thread_id, value.checkpoint_ns, value.stored_in, value.channel, value.looks_like, value.bytes)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = value
+            continue
+        first = min(filter(None, (seen.checkpoint_id, value.checkpoint_id)), default=None)
+        merged[key] = replace(seen, copies=seen.copies + value.copies, checkpoint_id=first)
+    return sorted(merged.values(), key=lambda value: (-value.bytes * value.copies, value.thread_id, value.channel))
 
 
 def sqlite_advice(files: SqliteFiles) -> list[Advice]:

@@ -100,6 +100,21 @@ class DatabaseSelection:
     cadence_source: str
 
 
+def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
+    """Checkpoint files of DeerFlow's legacy checkpointer (its default store.db) that are not the database chosen:
+    beside the chosen SQLite file, and where the legacy default resolves from here."""
+    from deerflow_ckpt.config.location import checkpointer_sqlite_file
+    from deerflow_ckpt.store.source import SqliteTarget
+
+    target = selection.choice.target
+    if not isinstance(target, SqliteTarget):
+        return []
+    chosen = target.path.expanduser().resolve()
+    environment = deerflow_environment(None, selection.config_path)
+    places = [chosen.parent / "store.db", checkpointer_sqlite_file(None, environment.variables, Path.cwd())]
+    return [place for place in dict.fromkeys(places) if place is not None and place.resolve() != chosen]
+
+
 def say_reading_path(target: DatabaseTarget) -> None:
     """--verbose: which code reads and judges the rows, on stderr beside the database chosen."""
     from deerflow_ckpt.store.readers import reading_path

@@ -298,5 +298,54 @@ def summary(
         render_summary(result, scope, _text_console(color), timeline)
 
 
+@inspect_app.command("storage")
+def storage(
+    top: int = typer.Option(10, "--top", min=0, metavar="N", help="How many of the heaviest threads to list."),
+    no_channels: bool = typer.Option(
+        False,
+        "--no-channels",
+        help="Skip the pass that reads stored values (bytes by channel, the base64 peek): sizes, growth and "
+        "advice come from lengths the database keeps.",
+    ),
+    output_format: InspectFormat = typer.Option(
+        InspectFormat.text, "--format", metavar="FORMAT", help="text, json, or csv (the growth series)."
+    ),
+    db: str | None = database_options.DB_OPTION,
+    schema: str = database_options.SCHEMA_OPTION,
+    config: Path | None = database_options.CONFIG_OPTION,
+    immutable: bool = database_options.IMMUTABLE_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
+    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
+    color: ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
+) -> None:
+    """Where the store's bytes go: files and tables, bytes by channel, large base64 values, growth per day,
+    threads the app no longer knows, and whether a VACUUM would help (advice only: ckpt never runs it)."""
+    from deerflow_ckpt.commands.inspect_storage import inspect_storage
+    from deerflow_ckpt.store.storage import StorageRequest
+
+    selection = database_options.with_timeouts(
+        database_options.select(db, schema, config, None, immutable, deerflow_root), network_timeout, statement_timeout
+    )
+    if output_format is InspectFormat.csv:
+        target = selection.choice.target
+        info(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
+    request = StorageRequest(top=top, channels=not no_channels)
+    result = inspect_storage(selection.choice, request, database_options.legacy_checkpointer_files(selection))
+    if output_format is InspectFormat.json:
+        from deerflow_ckpt.report.storage_json import storage_to_json
+
+        sys.stdout.write(storage_to_json(result))
+    elif output_format is InspectFormat.csv:
+        from deerflow_ckpt.report.storage_json import storage_to_csv
+
+        sys.stdout.write(storage_to_csv(result))
+    else:
+        from deerflow_ckpt.report.storage_text import render_storage
+
+        render_storage(result, _text_console(color))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(inspect_app, name="inspect")

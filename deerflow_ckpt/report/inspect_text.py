@@ -466,6 +466,7 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
     render_timeline(timeline, summary.changed, console)
     console.print(Text("Storage (stored column lengths)", style="bold"))
     console.print(_indented(storage_table(summary.storage, scope.backend)))
+    console.print("  files, tables, channels, growth and compaction: ckpt inspect storage")
     if summary.heaviest:
         console.print(Text("Heaviest threads", style="bold"))
         table = _table()

@@ -75,7 +75,8 @@ class PostgresDatabase:
 
 @dataclass(frozen=True)
 class Relation:
-    """A table with its indexes (SQLite: each b-tree; Postgres: heap, TOAST and indexes of one table)."""
+    """A table with its indexes: `bytes` is the whole (SQLite: its b-tree and its indexes' b-trees;
+    Postgres: heap, TOAST and indexes), `index_bytes` and `toast_bytes` the parts of it."""
 
     name: str
     bytes: int
@@ -142,6 +143,7 @@ class AppThreads:
     """DeerFlow's `threads_meta` beside the checkpoints: the threads it no longer knows."""
 
     table: str
+    # Checkpoint threads that have an app row.
     known: int
     # Checkpoint threads with no app row, heaviest first, and their total bytes.
     orphans: tuple[ThreadBytes, ...]

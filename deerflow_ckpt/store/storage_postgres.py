@@ -19,9 +19,6 @@ aggregate (jsonb_each_text over every checkpoint's channel_versions, to date eac
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +26,7 @@ from typing import Any
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
+from deerflow_ckpt.store.base64_peek import find_base64_files
 from deerflow_ckpt.store.clock import bucket_start_ns, write_time_ns
 from deerflow_ckpt.store.postgres import connect
 from deerflow_ckpt.store.source import PostgresTarget
@@ -62,18 +60,6 @@ _CHECKPOINT_BYTES_SQL = "coalesce(pg_column_size(c.checkpoint), 0) + coalesce(pg
 
 # The signatures the server looks for, as the base64 of a file's magic (or a data URI's marker).
 _SERVER_PATTERNS = (";base64,", "iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "UEsDB")
-_BARE_SIGNATURES = (
-    (b"iVBORw0KGgo", "png"),
-    (b"/9j/", "jpeg"),
-    (b"R0lGOD", "gif"),
-    (b"UklGR", "webp"),
-    (b"JVBERi0", "pdf"),
-    (b"UEsDB", "zip"),
-)
-_DATA_URI = re.compile(rb"data:([a-z]+/[a-z0-9.+-]+);base64,([A-Za-z0-9+/]*={0,2})")
-_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
-# A run shorter than this is no file worth reporting (a signature in ordinary text, an icon).
-MIN_RUN_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -385,7 +371,7 @@ class _Reader:
                 cursor.itersize = 8
                 cursor.execute(query, (threshold,))
                 for thread_id, ns, channel, value, checkpoint_id in cursor:
-                    for looks_like, size in find_base64_files(bytes(value), msgpack=True):
+                    for looks_like, _, size in find_base64_files(bytes(value), msgpack=True):
                         found.append(
                             LargeValue(
                                 str(thread_id), ns or "", stored_in, str(channel), looks_like, size, 1, checkpoint_id
@@ -401,7 +387,7 @@ class _Reader:
             checkpoints=CHECKPOINTS,
         )
         for thread_id, ns, channel, text, copies, checkpoint_id in self._all(inline, (threshold,)):
-            for looks_like, size in find_base64_files(str(text).encode(), msgpack=False):
+            for looks_like, _, size in find_base64_files(str(text).encode(), msgpack=False):
                 found.append(
                     LargeValue(
                         str(thread_id), ns or "", StoredIn.CHECKPOINTS, str(channel), looks_like, size, int(copies),
@@ -434,7 +420,7 @@ class _Reader:
         checkpointed = {thread_id for thread_id, total in totals.items() if total.checkpoints}
         return AppThreads(
             table=qualified,
-            known=len(known),
+            known=len(known & checkpointed),
             orphans=tuple(total.thread_bytes() for total in orphans),
             orphan_bytes=sum(total.bytes for total in orphans),
             app_only=len(known - checkpointed),
@@ -472,51 +458,3 @@ def _buckets(slots: dict[int, list[int]]) -> list[Bucket]:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def find_base64_files(data: bytes, msgpack: bool) -> list[tuple[str, int]]:
-    """(looks_like, base64 bytes) for each base64 file in `data`, by its signature, without decoding it.
-
-    A data URI counts wherever it is; a bare signature only where a string begins: right after a msgpack
-    str header (`msgpack`) or at the start of `data` (a JSON string's text). Runs shorter than
-    MIN_RUN_BYTES are left out."""
-    found: list[tuple[str, int]] = []
-    covered: list[tuple[int, int]] = []
-    for match in _DATA_URI.finditer(data):
-        run = len(match.group(2))
-        covered.append((match.start(2), match.end(2)))
-        if run >= MIN_RUN_BYTES:
-            found.append((f"data-uri {match.group(1).decode()}", run))
-    for signature, kind in _BARE_SIGNATURES:
-        start = data.find(signature)
-        while start >= 0:
-            if not any(low <= start < high for low, high in covered):
-                length = _string_length(data, start) if msgpack else (len(data) if start == 0 else None)
-                if length is not None:
-                    matched = _BASE64_RUN.match(data, start, start + length)
-                    size = 0 if matched is None else matched.end() - start
-                    if size >= MIN_RUN_BYTES and size == length and _confirms(data[start : start + 24], kind):
-                        found.append((kind, size))
-            start = data.find(signature, start + 1)
-    return found
-
-
-def _string_length(data: bytes, start: int) -> int | None:
-    """The length of the msgpack str whose header ends right before `start`, None without one."""
-    if start >= 2 and data[start - 2] == 0xD9:
-        return data[start - 1]
-    if start >= 3 and data[start - 3] == 0xDA:
-        return int.from_bytes(data[start - 2 : start], "big")
-    if start >= 5 and data[start - 5] == 0xDB:
-        return int.from_bytes(data[start - 4 : start], "big")
-    return None
-
-
-def _confirms(head: bytes, kind: str) -> bool:
-    """RIFF holds WAV and AVI as well: decode the first 16 characters (12 bytes) and look for WEBP."""
-    if kind != "webp":
-        return True
-    try:
-        return base64.b64decode(head[:16], validate=True)[8:12] == b"WEBP"
-    except (binascii.Error, ValueError):
-        return False

@@ -1,4 +1,4 @@
-"""Where a SQLite checkpoint store's bytes are (`ckpt inspect storage`, issue 17), read without writing.
+"""Where a SQLite checkpoint store's bytes are (`ckpt inspect storage`), read without writing.
 
 One `mode=ro` connection (store/sqlite.py) and one read transaction for the PRAGMAs, dbstat, the app
 table and the passes, so the figures describe one snapshot even while DeerFlow writes. Nothing here
@@ -13,10 +13,8 @@ processes, as verify-shape does; each reads in its own read transaction.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
-import re
 import sqlite3
 import struct
 import sys
@@ -27,6 +25,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store.base64_peek import find_base64_files
 from deerflow_ckpt.store.clock import BUCKET_PREFIX, bucket_start_ns, write_time_ns
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly, readonly_uri
@@ -48,7 +47,6 @@ SPLIT_BYTES = 256 * 1024 * 1024
 DEFAULT_JOBS = 2
 APP_TABLE = "threads_meta"
 # A base64 run shorter than this inside a large value is not worth naming.
-MIN_RUN_BYTES = 1024
 # SQLite's lock-byte page sits at byte offset 1 GiB and belongs to no b-tree.
 _LOCK_BYTE_OFFSET = 1 << 30
 # The wal-index header in -shm (native byte order): two copies of WalIndexHdr (48 bytes), then WalCkptInfo.
@@ -65,65 +63,6 @@ class _Channels(msgspec.Struct):
 
 
 _channels_decoder = msgspec.msgpack.Decoder(_Channels)
-
-# --- the large-value peek (memo section 5): signatures of base64 files, found with bytes.find in C -------------
-_DATA_URI = re.compile(rb"data:([a-z]+/[a-z0-9.+-]+);base64,")
-_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
-# The base64 of each file's magic, kept to the characters the magic fixes.
-_SIGNATURES = (
-    (b"iVBORw0KGgo", "png"),
-    (b"/9j/", "jpeg"),
-    (b"R0lGOD", "gif"),
-    (b"UklGR", "webp"),
-    (b"JVBERi0", "pdf"),
-    (b"UEsDB", "zip"),
-)
-
-
-def _str_length_before(data: bytes, position: int) -> int | None:
-    """The length a msgpack str8/16/32 header ending right before `position` declares, else None."""
-    if position >= 2 and data[position - 2] == 0xD9:
-        return data[position - 1]
-    if position >= 3 and data[position - 3] == 0xDA:
-        return int.from_bytes(data[position - 2 : position], "big")
-    if position >= 5 and data[position - 5] == 0xDB:
-        return int.from_bytes(data[position - 4 : position], "big")
-    return None
-
-
-def _run_length(data: bytes, start: int) -> int:
-    match = _BASE64_RUN.match(data, start)
-    return 0 if match is None else match.end() - start
-
-
-def _is_webp(data: bytes, start: int) -> bool:
-    """RIFF is also WAV and AVI: decode the first 16 characters (12 bytes) and look for WEBP."""
-    try:
-        return base64.b64decode(data[start : start + 16])[8:12] == b"WEBP"
-    except ValueError:
-        return False
-
-
-def find_base64_files(data: bytes) -> list[tuple[str, int, int]]:
-    """(looks_like, start, length) of each base64 image or document in `data`, read without decoding it:
-    data URIs anywhere, and bare base64 that starts a msgpack string at a file signature."""
-    found: list[tuple[str, int, int]] = []
-    for match in _DATA_URI.finditer(data):
-        length = _run_length(data, match.end())
-        if length >= MIN_RUN_BYTES:
-            found.append((f"data-uri {match.group(1).decode('ascii')}", match.end(), length))
-    for signature, looks_like in _SIGNATURES:
-        position = data.find(signature)
-        while position != -1:
-            declared = _str_length_before(data, position)
-            length = 0
-            if declared is not None:
-                length = min(declared, _run_length(data, position))
-                if length >= MIN_RUN_BYTES and (looks_like != "webp" or _is_webp(data, position)):
-                    found.append((looks_like, position, length))
-            position = data.find(signature, position + max(length, 1))
-    return found
-
 
 # (stored_in, thread, ns, channel, looks_like, digest of the base64) -> [bytes, copies, first checkpoint id]
 _HitKey = tuple[str, str, str, str, str, bytes]
@@ -408,7 +347,12 @@ def _relations(connection: sqlite3.Connection, files: SqliteFiles, notes: list[s
     for index, table in indexes.items():
         index_bytes[table] = index_bytes.get(table, 0) + sizes.get(index, 0)
     relations = [
-        Relation(name, sizes.get(name, 0), _rows(connection, name), index_bytes=index_bytes.get(name, 0))
+        Relation(
+            name,
+            sizes.get(name, 0) + index_bytes.get(name, 0),
+            _rows(connection, name),
+            index_bytes=index_bytes.get(name, 0),
+        )
         for name in tables
     ]
     schema_name = "sqlite_schema" if "sqlite_schema" in sizes else "sqlite_master"
@@ -421,7 +365,7 @@ def _estimated_relations(
     connection: sqlite3.Connection, tables: list[str], files: SqliteFiles, notes: list[str]
 ) -> list[Relation]:
     """Without dbstat: the pages b-trees use, shared out by each table's summed column lengths (reads leaf
-    pages only). Indexes and page overhead are in the shares; memo: within a few percent on large stores."""
+    pages only). Indexes and page overhead are in the shares: within a few percent of dbstat on large stores."""
     payload: dict[str, int] = {}
     rows: dict[str, int] = {}
     for table in tables:

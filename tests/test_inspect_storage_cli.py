@@ -1,0 +1,132 @@
+"""`ckpt inspect storage` end to end, on the storage scenario written by real graphs (both backends): text,
+json and csv tell the same story, the app's orphan threads and the large base64 values are named, the
+compaction advice follows the file, and a legacy checkpointer file beside the database is named."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli import run_ckpt
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _json(*args: str) -> dict[str, Any]:
+    result = run_ckpt("inspect", "storage", *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], backend: str) -> None:
+    built = built_storage(backend)
+    document = _json("--db", str(built.after_deletes))
+    manifest = built.after_deletes_manifest
+    assert document["schema_version"] == 1 and document["command"] == "inspect storage"
+    names = {relation["name"] for relation in document["relations"]}
+    assert {"checkpoints"} <= names and ({"writes"} <= names or {"checkpoint_writes", "checkpoint_blobs"} <= names)
+    channels = {(row["stored_in"], row["channel"]) for row in document["channels"]}
+    assert any(channel == "viewed_images" for _, channel in channels)
+    # The builder's image and documents are found in the threads and channels it wrote them to.
+    found = {(value["thread_id"], value["channel"], value["looks_like"]) for value in document["large_values"]}
+    for record in manifest.large_values:
+        assert (record.thread_id, record.channel, record.looks_like) in found
+    assert {(v["thread_id"], v["looks_like"]) for v in document["large_values"]} <= {
+        (r.thread_id, r.looks_like) for r in manifest.large_values
+    }
+    # Four days of round-robin traffic: four daily buckets, adding up to the whole.
+    growth = document["growth"]
+    assert growth["unit"] == "day"
+    assert [bucket["start"][:10] for bucket in growth["buckets"]] == manifest.days
+    assert document["rate"]["bytes"] == sum(bucket["bytes"] for bucket in growth["buckets"])
+    app = document["app"]
+    assert sorted(orphan["thread_id"] for orphan in app["orphans"]) == sorted(manifest.orphans)
+    assert app["app_only"] == len(manifest.app_only)
+    assert app["orphan_bytes"] == sum(orphan["bytes"] for orphan in app["orphans"]) > 0
+    assert [thread["thread_id"] for thread in document["heaviest"]][:2] == sorted(
+        {r.thread_id for r in manifest.large_values},
+        key=lambda thread: -next(t["bytes"] for t in document["heaviest"] if t["thread_id"] == thread),
+    )
+    if backend == "sqlite":
+        assert document["sqlite"]["freelist_count"] > 0
+        assert document["advice"][0]["subject"] == "VACUUM"
+    else:
+        assert any(relation["dead_rows"] for relation in document["relations"])
+        assert document["postgres"]["database_bytes"] > 0
+
+
+def test_csv_is_the_growth_series_json_gives(built_storage: Callable[[str], Any], backend: str) -> None:
+    built = built_storage(backend)
+    document = _json("--db", str(built.db), "--top", "2")
+    result = run_ckpt("inspect", "storage", "--db", str(built.db), "--top", "2", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    store = [(row["start"], int(row["checkpoints"]), int(row["bytes"])) for row in rows if row["series"] == "store"]
+    assert store == [(b["start"], b["checkpoints"], b["bytes"]) for b in document["growth"]["buckets"]]
+    threads = {row["series"] for row in rows} - {"store"}
+    assert threads == {thread["thread_id"] for thread in document["heaviest"]} and len(threads) == 2
+    # csv has no room to name the database: stderr does.
+    assert "ckpt: inspecting" in result.stderr
+
+
+def test_no_channels_reads_no_values(built_storage: Callable[[str], Any], backend: str) -> None:
+    built = built_storage(backend)
+    document = _json("--db", str(built.db), "--no-channels")
+    assert document["channels"] is None and document["large_values"] == []
+    assert document["growth"]["buckets"] and document["relations"]
+
+
+def test_text_report_on_a_store_after_deletes(built_storage: Callable[[str], Any]) -> None:
+    built = built_storage("sqlite")
+    result = run_ckpt("inspect", "storage", "--db", str(built.after_deletes), env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith(f"Storage of SQLite {built.after_deletes} (chosen via --db)")
+    for heading in ("Files", "Tables and indexes", "Bytes by channel", "Large values", "Bytes written per day",
+                    "Heaviest threads", "Threads the app no longer knows", "Compaction"):  # fmt: skip
+        assert heading in text, heading
+    for orphan in built.after_deletes_manifest.orphans:
+        assert orphan in text
+    assert "ckpt never runs VACUUM" in text and "freelist" in text
+
+
+def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: Callable[[str], Any],
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    built = built_storage("sqlite")
+    database = tmp_path / "deerflow.db"
+    shutil.copy(built.db, database)
+    legacy = tmp_path / "store.db"
+    legacy.write_bytes(b"\0" * 12345)
+    document = _json("--db", str(database))
+    assert document["legacy_files"] == [{"path": str(legacy), "bytes": 12345}]
+
+
+@pytest.mark.postgres
+def test_a_password_in_the_dsn_is_never_shown(built_storage: Callable[[str], Any]) -> None:
+    built = built_storage("postgres")
+    dsn = str(built.db).replace("postgres@", "postgres:hunter2secret@", 1)
+    assert "hunter2secret" in dsn
+    for output_format in ("text", "json", "csv"):
+        result = run_ckpt("inspect", "storage", "--db", dsn, "--format", output_format)
+        assert result.exit_code == 0, result.output
+        assert "hunter2secret" not in result.stdout + result.stderr
+
+
+def test_inspect_summary_points_to_it(built_storage: Callable[[str], Any]) -> None:
+    built = built_storage("sqlite")
+    result = run_ckpt("inspect", "summary", "--db", str(built.db))
+    assert result.exit_code == 0, result.output
+    assert "ckpt inspect storage" in result.stdout
