@@ -265,6 +265,18 @@ def test_no_channels_reads_no_values(storage: BuiltStorage, facts: StorageFacts)
     assert lean.channels is None and lean.checkpoint_rest_bytes is None and lean.large_values == []
     assert lean.growth == facts.growth and lean.heaviest == facts.heaviest and lean.app == facts.app
     assert lean.metadata_bytes == facts.metadata_bytes
+    # dbstat reads only the b-trees without stored values: the value tables share out the rest, near dbstat.
+    exact = {relation.name: relation for relation in facts.relations}
+    for relation in lean.relations:
+        if relation.name in ("checkpoints", "writes"):
+            assert not relation.exact
+            assert abs(relation.bytes - exact[relation.name].bytes) <= 0.1 * exact[relation.name].bytes
+        else:
+            assert relation.exact and relation.bytes == exact[relation.name].bytes
+    assert lean.sqlite is not None
+    used = sum(relation.bytes for relation in lean.relations)
+    assert lean.sqlite.used_bytes - 2 * lean.sqlite.page_size <= used <= lean.sqlite.used_bytes
+    assert any("--no-channels" in note for note in lean.notes)
 
 
 def test_orphans_are_the_manifests(variant: Variant) -> None:

@@ -308,10 +308,14 @@ def _free_disk(directory: Path) -> int | None:
 # --- relations ------------------------------------------------------------------------------------------------
 
 
-def _dbstat_sizes(connection: sqlite3.Connection) -> dict[str, int] | None:
-    """Bytes of pages per b-tree from dbstat (it reads every page of the file), or None without dbstat."""
+def _dbstat_sizes(connection: sqlite3.Connection, only: list[str] | None = None) -> dict[str, int] | None:
+    """Bytes of pages per b-tree from dbstat, or None without dbstat. dbstat reads every page of the
+    b-trees it covers, overflow pages included: `only` names the b-trees it may read."""
+    sql = "SELECT name, pgsize FROM dbstat WHERE aggregate = 1"
+    if only is not None:
+        sql += f" AND name IN ({', '.join(_quote_literal(name) for name in only) or 'NULL'})"
     try:
-        rows = connection.execute("SELECT name, pgsize FROM dbstat WHERE aggregate = 1").fetchall()
+        rows = connection.execute(sql).fetchall()
     except sqlite3.OperationalError:
         return None
     return {str(name): int(size) for name, size in rows}
@@ -338,11 +342,24 @@ def _rows(connection: sqlite3.Connection, table: str) -> int:
     return int(rows)
 
 
-def _relations(connection: sqlite3.Connection, files: SqliteFiles, notes: list[str]) -> list[Relation]:
+# The tables whose b-trees hold the stored values (blobs in overflow pages).
+_VALUE_TABLES = ("checkpoints", "writes")
+
+
+def _relations(
+    connection: sqlite3.Connection, files: SqliteFiles, notes: list[str], read_values: bool = True
+) -> list[Relation]:
+    """Each table with its indexes. Without `read_values` (--no-channels) dbstat reads only the b-trees
+    that hold no stored values, and the value tables share out the rest of the used pages."""
     tables, indexes = _schema(connection)
-    sizes = _dbstat_sizes(connection) if files.dbstat else None
+    only = None
+    if not read_values:
+        only = [name for name in [*tables, *indexes, "sqlite_schema", "sqlite_master"] if name not in _VALUE_TABLES]
+    sizes = _dbstat_sizes(connection, only) if files.dbstat else None
     if sizes is None:
         return _estimated_relations(connection, tables, files, notes)
+    if only is not None:
+        return _measured_and_shared(connection, tables, indexes, sizes, files, notes)
     index_bytes: dict[str, int] = {}
     for index, table in indexes.items():
         index_bytes[table] = index_bytes.get(table, 0) + sizes.get(index, 0)
@@ -359,6 +376,47 @@ def _relations(connection: sqlite3.Connection, files: SqliteFiles, notes: list[s
     (entries,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
     relations.append(Relation("sqlite_schema", sizes.get(schema_name, 0), int(entries)))
     return relations
+
+
+def _measured_and_shared(
+    connection: sqlite3.Connection,
+    tables: list[str],
+    indexes: dict[str, str],
+    sizes: dict[str, int],
+    files: SqliteFiles,
+    notes: list[str],
+) -> list[Relation]:
+    """dbstat for the small b-trees; the pages left go to the value tables by their summed column lengths."""
+    shared = [table for table in tables if table in _VALUE_TABLES]
+    rest = [table for table in tables if table not in _VALUE_TABLES]
+    used = (files.page_count - files.freelist_count - _lock_byte_pages(files)) * files.page_size
+    left = used - sum(sizes.values())
+    estimates = {relation.name: relation for relation in _estimated_relations(connection, shared, files, [])}
+    whole = sum(relation.bytes for relation in estimates.values()) or 1
+    index_bytes: dict[str, int] = {}
+    for index, table in indexes.items():
+        index_bytes[table] = index_bytes.get(table, 0) + sizes.get(index, 0)
+    relations = [
+        Relation(name, sizes.get(name, 0) + index_bytes.get(name, 0), _rows(connection, name),
+                 index_bytes=index_bytes.get(name, 0))
+        for name in rest
+    ]  # fmt: skip
+    for name in shared:
+        estimate = estimates[name]
+        table_bytes = left * estimate.bytes // whole
+        relations.append(
+            Relation(name, table_bytes + index_bytes.get(name, 0), estimate.rows, exact=False,
+                     index_bytes=index_bytes.get(name, 0))
+        )  # fmt: skip
+    schema_name = "sqlite_schema" if "sqlite_schema" in sizes else "sqlite_master"
+    (entries,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    relations.append(Relation("sqlite_schema", sizes.get(schema_name, 0), int(entries)))
+    notes.append(
+        "--no-channels: dbstat read only the indexes and the small tables; "
+        + " and ".join(shared)
+        + " share the rest of the used pages by their stored lengths (not measured)"
+    )
+    return sorted(relations, key=lambda relation: tables.index(relation.name) if relation.name in tables else 99)
 
 
 def _estimated_relations(
@@ -577,7 +635,7 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
         facts.sqlite = files
         if files.wal_bytes and files.wal_frames is None and not target.immutable:
             facts.notes.append("the -shm wal-index header could not be read consistently: WAL frames unknown")
-        facts.relations = _relations(connection, files, facts.notes)
+        facts.relations = _relations(connection, files, facts.notes, request.channels)
         if futures:
             tally = _Tally()
             for future in futures:
