@@ -217,6 +217,8 @@ def test_ckpt_reads_generated_database_sections_as_deerflow_does(text: str) -> N
         # A connection string libpq cannot read: DeerFlow's pool fails at startup, ckpt says CK500.
         "database:\ncheckpointer:\n  type: postgres\n  connection_string: store.db\n",
         "database:\n  backend: postgres\n  postgres_url: store.db\n",
+        # database: still serves DeerFlow's app tables under a checkpointer override.
+        "\ufeffdatabase:\n  backend: postgres\n  checkpoint_channel_mode: delta\ncheckpointer:\n  type: postgres\n",
     ],
 )
 def test_known_cases_agree(text: str) -> None:

@@ -615,6 +615,10 @@ class _Linter:
         instead = self.unset_location(DATABASE) or checkpoint_identity(
             read_database_settings({**data, LEGACY_CHECKPOINTER: None}, self.environ), self.environ, self.cwd
         )
+        # DeerFlow's app tables still use database: under a checkpointer override, so its refusals stand.
+        self.check_location(instead, DATABASE)
+        if self.refused():
+            return
         if _same_place(location, instead) or _same_reference(data):
             return  # both sections name one database (upstream's Helm chart does): nothing is redirected
         if isinstance(location, DatabaseIdentity):
