@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
@@ -98,6 +99,8 @@ class DatabaseSelection:
     config_path: Path | None
     expected_cadence: int | None
     cadence_source: str
+    # The variables DeerFlow would run with (.env included), as the selection read them.
+    environ: Mapping[str, str] = field(default_factory=dict)
 
 
 def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
@@ -110,8 +113,7 @@ def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
     if not isinstance(target, SqliteTarget):
         return []
     chosen = target.path.expanduser().resolve()
-    environment = deerflow_environment(None, selection.config_path)
-    places = [chosen.parent / "store.db", checkpointer_sqlite_file(None, environment.variables, Path.cwd())]
+    places = [chosen.parent / "store.db", checkpointer_sqlite_file(None, selection.environ, Path.cwd())]
     return [place for place in dict.fromkeys(places) if place is not None and place.resolve() != chosen]
 
 
@@ -192,7 +194,7 @@ def select(
         raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
 
     expected, source = _expected_cadence(cadence, settings, config_path)
-    return DatabaseSelection(choice, settings, config_path, expected, source)
+    return DatabaseSelection(choice, settings, config_path, expected, source, environ)
 
 
 def _expected_cadence(
