@@ -17,6 +17,10 @@ checkpoints it covered and the peak RSS of that process and its children. On a s
 `--since-share 0.01` adds `verify-shape --since T` where T is chosen so that that share of the threads
 (the ones whose newest checkpoint is latest) was written at or after T, and compares it with the full scan.
 
+`--floor` (Postgres) adds what any client pays that reads each row once through libpq, at --jobs processes
+over the scan's thread ranges: ckpt's three queries through cursors with every value judged and nothing
+else done, and the same queries by COPY BINARY with rows not even parsed.
+
 `--deep` adds `verify-shape --deep` at 1 and --jobs processes and prints its ratio to the plain scan at the
 same process count (the target: at most 3x, under 200 MB peak RSS, on the 1.4 GB database above).
 """
@@ -150,6 +154,66 @@ def saver_list_postgres(target: str) -> int:
         return _classify_with_saver(saver, threads)
 
 
+def _postgres_shares(target: str, jobs: int) -> tuple[Any, list[Any]]:
+    """ckpt's Postgres reader for `target` and the thread ranges a scan at `jobs` processes reads."""
+    from deerflow_ckpt.store.postgres import PostgresCheckpointReader
+    from deerflow_ckpt.store.selection import ThreadSelection
+    from deerflow_ckpt.store.source import target_from_argument
+
+    reader = PostgresCheckpointReader(target_from_argument(target), sizes=False)  # type: ignore[arg-type]
+    points = reader.split_points(jobs)
+    bounds = zip([None, *points], [*points, None], strict=True)
+    return reader, [ThreadSelection(lower=lower, upper=upper) for lower, upper in bounds]
+
+
+def _floor_share(target: str, jobs: int, index: int, copy: bool) -> int:
+    """One share of ckpt's three queries and nothing else, its checkpoint rows counted: through cursors as ckpt
+    fetches them, every stored value judged by the compiled judge; or by COPY BINARY, each query on its own
+    connection, rows neither parsed nor judged (the server's side of a client that parses COPY itself)."""
+    from deerflow_ckpt.native import value_summary
+    from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
+
+    reader, shares = _postgres_shares(target, jobs)
+    judge = value_summary
+    assert judge is not None, "the compiled judge is not built"
+    connections = [connect(reader.target) for _ in range(3 if copy else 1)]
+    tables = table_names(connections[0], reader.target.schema)
+    queries, parameters = reader.stream_queries(tables, shares[index], byte_ordered(connections[0]))
+    rows = 0
+    if copy:
+        from psycopg import sql
+
+        for connection, query in zip(connections, queries, strict=True):
+            statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(query)
+            with connection.cursor() as cursor:
+                with cursor.copy(statement, parameters) as stream:
+                    while stream.read():
+                        pass
+                rows += cursor.rowcount if query is queries[0] else 0  # the server's count, from COPY's tag
+        return rows
+    connection = connections[0]
+    for name, query in zip(("c", "w", "b"), queries, strict=True):
+        with connection.cursor(name=name, binary=True) as cursor:
+            cursor.execute(query, parameters)
+            while batch := cursor.fetchmany(2000):
+                if name == "c":
+                    rows += len(batch)
+                else:
+                    for row in batch:
+                        if row[-1] is not None:
+                            judge(row[-1])
+    connection.rollback()
+    return rows
+
+
+def postgres_floor(target: str, jobs: int, copy: bool) -> int:
+    """_floor_share over `jobs` processes at once, as a scan at `jobs` processes splits the threads."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        return sum(pool.map(_floor_share, [target] * jobs, [jobs] * jobs, range(jobs), [copy] * jobs))
+
+
 WORKLOADS: dict[str, Callable[..., int]] = {
     "bare-sqlite": bare_select_sqlite,
     "bare-postgres": bare_select_postgres,
@@ -158,18 +222,20 @@ WORKLOADS: dict[str, Callable[..., int]] = {
     "saver-sqlite": saver_list_sqlite,
     "saver-postgres": saver_list_postgres,
     "saver-all-sqlite": saver_list_all_sqlite,
+    "floor-cursor": lambda target, jobs, since=None: postgres_floor(target, jobs, copy=False),
+    "floor-copy": lambda target, jobs, since=None: postgres_floor(target, jobs, copy=True),
 }
 
 
 def _measure(workload: str, target: str, jobs: int, since: str | None = None) -> None:
     function = WORKLOADS[workload]
-    if workload.startswith("ckpt"):
+    if workload.startswith(("ckpt", "floor")):
         # Start-up (interpreter and imports, the same for every run) is left out: the scan itself is timed.
         import deerflow_ckpt.commands.verify_shape
         import deerflow_ckpt.store.postgres
         import deerflow_ckpt.store.sqlite  # noqa: F401
     started = time.perf_counter()
-    rows = function(target, jobs, since) if workload.startswith("ckpt") else function(target)
+    rows = function(target, jobs, since) if workload.startswith(("ckpt", "floor")) else function(target)
     seconds = time.perf_counter() - started
     print(
         json.dumps(
@@ -201,6 +267,9 @@ def main() -> None:
     )
     parser.add_argument("--since-share", type=float, help="also time --since T with this share of threads after T")
     parser.add_argument("--deep", action="store_true", help="also time verify-shape --deep (1 and --jobs processes)")
+    parser.add_argument(
+        "--floor", action="store_true", help="postgres: also time the fetch-and-judge floors at --jobs processes"
+    )
     args = parser.parse_args()
 
     run(f"bare-{args.backend}", args.target)  # warm the page cache / shared buffers
@@ -227,6 +296,11 @@ def main() -> None:
     deep_labels = [(f"ckpt --deep, {jobs} process{'es' if jobs > 1 else ''}", jobs) for jobs in (1, args.jobs)]
     if args.deep:
         workloads += [(label, "ckpt-deep", jobs) for label, jobs in deep_labels]
+    if args.floor and args.backend == "postgres":
+        workloads += [
+            (f"floor: cursors, judge only, {args.jobs} proc.", "floor-cursor", args.jobs),
+            (f"floor: COPY BINARY, no parse, {args.jobs} proc.", "floor-copy", args.jobs),
+        ]
     # Rounds interleave the workloads, so a slow spell of a shared machine hits all of them alike.
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in workloads}
     for _ in range(args.repeat):

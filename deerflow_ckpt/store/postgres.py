@@ -297,9 +297,10 @@ class PostgresCheckpointReader:
                     points.append(found[0])
             return points
 
-    def _stream(
-        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
-    ) -> Iterator[Lineage]:
+    def stream_queries(
+        self, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
+    ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...]]:
+        """The checkpoints, writes and blobs queries a scan streams (in one order), and their parameters."""
         from psycopg import sql
 
         suffix = "" if in_byte_order else ' COLLATE "C"'
@@ -307,33 +308,27 @@ class PostgresCheckpointReader:
         plain, _ = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
         filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
         plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
-        parameters: tuple[Any, ...] = tuple(values)
         collate = sql.SQL("") if in_byte_order else sql.SQL(' COLLATE "C"')
-        checkpoints = self._cursor(
-            connection,
-            "ckpt_checkpoints",
-            sql.SQL(_CHECKPOINTS_SQL).format(
-                collate=collate,
-                sizes=sql.SQL(_SIZES_SQL if self.sizes else _NO_SIZES_SQL),
-                step=sql.SQL(_STEP_SQL),
-                updates=sql.SQL(_COUNTER_SQL.format(index=0)),
-                supersteps=sql.SQL(_COUNTER_SQL.format(index=1)),
-                checkpoints=tables["checkpoints"],
-                where=filter_sql,
-            ),
-            parameters,
+        checkpoints = sql.SQL(_CHECKPOINTS_SQL).format(
+            collate=collate,
+            sizes=sql.SQL(_SIZES_SQL if self.sizes else _NO_SIZES_SQL),
+            step=sql.SQL(_STEP_SQL),
+            updates=sql.SQL(_COUNTER_SQL.format(index=0)),
+            supersteps=sql.SQL(_COUNTER_SQL.format(index=1)),
+            checkpoints=tables["checkpoints"],
+            where=filter_sql,
         )
-        writes = self._cursor(
-            connection,
-            "ckpt_writes",
-            sql.SQL(_WRITES_SQL).format(writes=tables["checkpoint_writes"], where=plain_filter, collate=collate),
-            parameters,
-        )
-        blobs = self._cursor(
-            connection,
-            "ckpt_blobs",
-            sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], where=plain_filter, collate=collate),
-            parameters,
+        writes = sql.SQL(_WRITES_SQL).format(writes=tables["checkpoint_writes"], where=plain_filter, collate=collate)
+        blobs = sql.SQL(_BLOBS_SQL).format(blobs=tables["checkpoint_blobs"], where=plain_filter, collate=collate)
+        return (checkpoints, writes, blobs), tuple(values)
+
+    def _stream(
+        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
+    ) -> Iterator[Lineage]:
+        queries, parameters = self.stream_queries(tables, selection, in_byte_order)
+        checkpoints, writes, blobs = (
+            self._cursor(connection, name, query, parameters)
+            for name, query in zip(("ckpt_checkpoints", "ckpt_writes", "ckpt_blobs"), queries, strict=True)
         )
         # Blob rows carry their size (column 5): snapshot bytes now cross the wire, so their batches are sized.
         prefetcher = Prefetcher(
