@@ -41,6 +41,7 @@ class RuleCode(StrEnum):
     CK303 = "CK303"
     CK304 = "CK304"
     CK305 = "CK305"
+    CK306 = "CK306"
     CK401 = "CK401"
     CK500 = "CK500"
     CK501 = "CK501"
@@ -189,6 +190,12 @@ RULES: dict[RuleCode, Rule] = {
             Severity.INFO,
             "fork in a delta thread",
             "materialisation can replay the abandoned sibling's writes; prefer linear delta threads",
+        ),
+        Rule(
+            RuleCode.CK306,
+            Severity.INFO,
+            "history cut at a stored value",
+            "reads from here on are whole; history and branching before it are gone (a retention cut leaves this)",
         ),
         Rule(
             RuleCode.CK401,

@@ -136,14 +136,22 @@ class _LineageChecker:
                     self.add(problem.rule, record, problem.detail)
 
     def check_lineage(self) -> None:
-        """CK301 severed lineage, CK302 missing parent, CK303 misordered parent or cycle."""
+        """CK301 severed lineage, CK302 missing parent (CK306 at a stored value), CK303 misordered parent or cycle."""
         graph = self.graph
         for record in graph.records:
             if record.parent_id is None:
                 continue
             if record.parent_id not in graph.by_id:
                 self.broken_links.add(record.checkpoint_id)
-                if self.judged(record):
+                if not self.judged(record):
+                    continue
+                if graph.stores_seed(record):
+                    # Reads stop at a stored value anyway: only the history before it is gone (a retention cut).
+                    detail = (
+                        f"parent {record.parent_id} is gone; this checkpoint stores the messages value reads start from"
+                    )
+                    self.add(RuleCode.CK306, record, detail)
+                else:
                     self.add(RuleCode.CK302, record, f"parent {record.parent_id} names no checkpoint in this lineage")
             elif record.parent_id >= record.checkpoint_id:
                 self.broken_links.add(record.checkpoint_id)
