@@ -139,3 +139,31 @@ def test_a_policy_that_keeps_everything_deletes_nothing(built_sqlite: BuiltDatab
     for lineage in _lineages(built_sqlite.db):
         plan = plan_lineage(lineage, Backend.SQLITE, RetentionPolicy(keep_newest=10_000))
         assert not plan.deleted and not plan.naive_breaks and plan.freed.checkpoints == 0
+
+
+def _findings(db: str) -> set[tuple[str, str, str | None]]:
+    from deerflow_ckpt.analysis.shape import ShapeSettings
+    from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
+    from deerflow_ckpt.store.source import DatabaseChoice
+
+    choice = DatabaseChoice(target_from_argument(db), "test")
+    report = scan(ScanRequest(choice, ShapeSettings(expected_cadence=None), "test"), jobs=1)
+    return {(str(f.rule), f.thread_id, f.checkpoint_id) for f in report.findings}
+
+
+def test_verify_shape_finds_nothing_the_plan_introduced(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """After the plan, the only new findings are CK306 at the kept checkpoints whose parent went, never the
+    CK302/CK304/CK102 of a broken read; the naive deletion on the same database does cause CK302."""
+    policy = RetentionPolicy(keep_newest=3)
+    plans = [plan_lineage(lineage, Backend.SQLITE, policy) for lineage in _lineages(built_sqlite.db)]
+    before = _findings(built_sqlite.db)
+    pruned = tmp_path / "pruned.db"
+    shutil.copy(built_sqlite.path, pruned)
+    _delete(pruned, plans)
+    new = _findings(str(pruned)) - before
+    cuts = {("CK306", p.thread_id, cid) for p in plans for cid in p.cut_at}
+    assert new == cuts and cuts
+    naive = tmp_path / "naive.db"
+    shutil.copy(built_sqlite.path, naive)
+    _delete(naive, plans, naive=True)
+    assert {rule for rule, _, _ in _findings(str(naive)) - before} >= {"CK302"}
