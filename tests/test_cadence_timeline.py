@@ -378,12 +378,12 @@ def test_rolling_switch_with_the_cadence_from_a_config(
 def test_since_spreads_its_threads_over_processes(
     built_timelines: Builder, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import deerflow_ckpt.commands.verify_shape as scan_module
+    import deerflow_ckpt.commands.shares as shares_module
 
     built = built_timelines(backend, "concurrent-writers")
     since = boundary_id(switch_time(built.manifest))
     single = _scan(built, NEW_K, since=since)
-    monkeypatch.setattr(scan_module, "_THREADS_PER_SHARE", 1)
+    monkeypatch.setattr(shares_module, "THREADS_PER_SHARE", 1)
     parallel = _scan(built, NEW_K, since=since, jobs=3)
     assert parallel.threads == single.threads and parallel.checkpoints == single.checkpoints
     assert sorted(map(repr, parallel.findings)) == sorted(map(repr, single.findings))

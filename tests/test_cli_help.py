@@ -18,8 +18,8 @@ from tests.test_manpages import contexts
 
 # typer's labels ("<list[str]>", "<text|json>", "<int>") and bare Python type names in a help row.
 PYTHON_TYPES = re.compile(r"<[^>\s]*>|\b(?:list|dict|tuple|set)\[|\b(?:str|int|bool|float|Path|NoneType)\b")
-COMMAND_PATHS = {"ckpt", "ckpt migrate-config", "ckpt lint-config", "ckpt verify-shape", "ckpt inspect"}
-LEAVES = {"ckpt inspect thread", "ckpt inspect summary", "ckpt inspect storage"}
+COMMAND_PATHS = {"ckpt", "ckpt migrate-config", "ckpt lint-config", "ckpt verify-shape", "ckpt inspect", "ckpt plan"}
+LEAVES = {"ckpt inspect thread", "ckpt inspect summary", "ckpt inspect storage", "ckpt plan retention"}
 
 
 def command_paths() -> list[tuple[str, bool]]:
@@ -63,9 +63,10 @@ def test_group_listings_show_whole_summaries(path: str) -> None:
     ("path", "short", "long"),
     [
         ("ckpt", "-V", "--version"),
-        *((path, "-q", "--quiet") for path in sorted(COMMAND_PATHS - {"ckpt", "ckpt inspect"} | LEAVES)),
+        *((path, "-q", "--quiet") for path in sorted(COMMAND_PATHS - {"ckpt", "ckpt inspect", "ckpt plan"} | LEAVES)),
         ("ckpt lint-config", "-o", "--output"),
         ("ckpt verify-shape", "-o", "--output"),
+        ("ckpt plan retention", "-o", "--output"),
     ],
 )
 def test_short_flags(path: str, short: str, long: str) -> None:

@@ -1,26 +1,39 @@
 """Retention planning: which checkpoints of a lineage a policy may delete without breaking a read.
 
 A policy names the checkpoints it wants kept; the closure widens that set until every kept checkpoint can
-still be read. A read of a delta checkpoint replays the writes stored under its ancestors back to the
-nearest one that stores a value for `messages` (its seed: a snapshot, or a list), so every kept
-checkpoint keeps that chain, the seed included, and the writes stored under each link. Besides the
-policy, a lineage's newest checkpoint and every checkpoint whose writes no child has applied yet (pending
-writes are state) are kept. Everything else is deleted: whole rows, never rewritten.
+still be read, and keeps what the retention contract protects (docs/retention.md):
 
-The closure never needs a checkpoint older than the nearest seed, so a kept chain may start at a seed
-whose parent goes: reads of it are whole, but history listing and branching stop there (the plan says
-so per lineage). Pure functions over the records the readers give; nothing here reads or writes.
+- the lineage's newest checkpoint (what DeerFlow reads as the thread), and every checkpoint whose writes no
+  child has applied yet (pending writes are state);
+- each kept checkpoint's read chain: a checkpoint that stores no messages value is read by replaying the
+  writes stored under its ancestors back to the nearest one where the saver's walk stops (its seed);
+- branch ancestors as far as storage shows them: a kept checkpoint off the newest checkpoint's chain keeps
+  its way back to the checkpoint its branch forked from.
+
+Everything else is deleted, whole rows. A kept checkpoint whose parent goes is re-parented onto its nearest
+kept ancestor (no parent when none is kept), so no parent id is left dangling; the closure guarantees such a
+checkpoint stores its own value, so its reads stay whole. Deleting older checkpoints of the newest one's
+chain costs branch/regenerate from the turns before the cut; the plan counts them, and `only_safe_shapes`
+keeps that chain whole.
+
+Pure functions over the records the readers give; nothing here reads or writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage
+from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, Shape
+from deerflow_ckpt.store.row_keys import LineageRows
+
+# Postgres: the saver's walk stops only at a checkpoint whose inline value marks a snapshot (savers 3.1.x;
+# 3.2 also stops at any blob at the version, so stopping only here is the reading both agree on).
+_POSTGRES_WALK_STOPS = frozenset({Shape.SNAPSHOT, Shape.DANGLING_MARKER, Shape.MARKER_WITHOUT_SNAPSHOT})
+_SNAPSHOTS = frozenset({Shape.SNAPSHOT, Shape.SNAPSHOT_AT_VERSION})
 
 
 class KeepReason(StrEnum):
@@ -29,6 +42,7 @@ class KeepReason(StrEnum):
     NEWEST = "newest"  # the lineage's newest checkpoint: what DeerFlow reads as the thread's state
     PENDING_WRITES = "pending_writes"  # writes stored under it that no child applied yet
     POLICY = "policy"  # the policy asked for it
+    BRANCH = "branch_ancestor"  # a kept branch's way back to the newest checkpoint's chain
     REPLAY_CHAIN = "replay_chain"  # a kept checkpoint's read replays through it (or starts from it)
 
 
@@ -37,7 +51,9 @@ class RetentionPolicy:
     """What the operator asked to keep; a checkpoint any given rule keeps is kept.
 
     `keep_since` is a checkpoint id boundary (ids sort by write time): ids at or after it are kept.
-    `only_safe_shapes` limits deletion to branches the newest checkpoint does not descend from.
+    `heads_only` keeps each lineage's newest checkpoint. `only_safe_shapes` deletes only what the retention
+    contract proves safe: branches off the newest checkpoint's chain (leaf sibling branches, trailing
+    duration-only leaves); combined with other rules, a checkpoint goes only where both say it may.
     """
 
     keep_newest: int | None = None
@@ -48,31 +64,68 @@ class RetentionPolicy:
     def asks_for_deletion(self) -> bool:
         return self.keep_newest is not None or self.keep_since is not None or self.heads_only or self.only_safe_shapes
 
+    def describe(self) -> str:
+        """The policy as the options spell it."""
+        parts: list[str] = []
+        if self.keep_newest is not None:
+            parts.append(f"--keep-newest {self.keep_newest}")
+        if self.keep_since is not None:
+            parts.append(f"--keep-since {self.keep_since}")
+        if self.heads_only:
+            parts.append("--keep-heads-only")
+        if self.only_safe_shapes:
+            parts.append("--only-safe-shapes")
+        return " ".join(parts) or "keep everything"
+
 
 @dataclass(frozen=True)
 class BrokenRead:
-    """A checkpoint the naive deletion keeps whose read it breaks, and the rule verify-shape would report."""
+    """A checkpoint whose read the naive deletion breaks, and the rule verify-shape would report (None: the
+    whole thread is gone, nothing is left to report on)."""
 
     checkpoint_id: str
-    rule: RuleCode
+    rule: RuleCode | None
     detail: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class FreedBytes:
-    """Rows and stored bytes a set of deleted checkpoints takes with it."""
+    """Rows and stored bytes a set of deleted checkpoints takes with it (blobs: Postgres only)."""
 
     checkpoints: int = 0
     checkpoint_bytes: int = 0
     writes: int = 0
     write_bytes: int = 0
+    blobs: int = 0
+    blob_bytes: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.checkpoints + self.writes + self.blobs
 
     @property
     def total_bytes(self) -> int:
-        return self.checkpoint_bytes + self.write_bytes
+        return self.checkpoint_bytes + self.write_bytes + self.blob_bytes
+
+    def add(self, other: FreedBytes) -> None:
+        self.checkpoints += other.checkpoints
+        self.checkpoint_bytes += other.checkpoint_bytes
+        self.writes += other.writes
+        self.write_bytes += other.write_bytes
+        self.blobs += other.blobs
+        self.blob_bytes += other.blob_bytes
 
 
 @dataclass(frozen=True)
+class Reparent:
+    """A kept checkpoint whose parent the plan deletes: its parent id becomes `new_parent` (None: a root)."""
+
+    checkpoint_id: str
+    old_parent: str
+    new_parent: str | None
+
+
+@dataclass
 class LineagePlan:
     thread_id: str
     checkpoint_ns: str
@@ -80,16 +133,22 @@ class LineagePlan:
     # Checkpoint ids the policy alone would keep, and what the plan keeps with the reason for each.
     policy_kept: frozenset[str]
     kept: dict[str, KeepReason]
-    # Ids the plan deletes, oldest first, and what they free.
+    # Ids the plan deletes, in id order, and the kept checkpoints whose parent goes.
     deleted: tuple[str, ...]
+    reparented: tuple[Reparent, ...]
     freed: FreedBytes
-    # The kept checkpoints whose parent the plan deletes (each stores a seed: its reads stay whole).
-    cut_at: tuple[str, ...]
-    # The longest chain a kept checkpoint's read needed beyond the policy: (checkpoint id, links back).
+    # The longest read chain a kept checkpoint needed beyond the policy: (checkpoint id, links back).
     widest: tuple[str, int] | None
+    # Message-writing steps of the newest checkpoint's chain the plan deletes: branch/regenerate from the
+    # turns they wrote can no longer find their checkpoint.
+    branch_steps_lost: int
     # What keeping only the policy's checkpoints would delete that the plan keeps, and the reads it breaks.
     naive_deleted: tuple[str, ...] = ()
     naive_breaks: tuple[BrokenRead, ...] = ()
+    # The rows to delete by full primary key (from the row keys read beside the records), or why the
+    # lineage is left whole: its keys are not text, or it changed between the two reads.
+    deletion: LineageDeletion | None = None
+    skipped: str | None = None
 
     @property
     def widened_by(self) -> int:
@@ -97,77 +156,126 @@ class LineagePlan:
         return len(self.kept) - len(self.policy_kept & self.kept.keys())
 
 
-def _policy_keeps(graph: LineageGraph, policy: RetentionPolicy) -> set[str]:
+@dataclass
+class LineageDeletion:
+    """The rows a lineage's plan deletes, each by its full primary key, and what the lineage looked like when
+    planned (the script's guard refuses to run if it changed)."""
+
+    # Write rows: (checkpoint_id, task_id, idx); Postgres blobs: (channel, version).
+    writes: list[tuple[str, str, int]] = field(default_factory=list)
+    blobs: list[tuple[str, str]] = field(default_factory=list)
+    # The guard: how many checkpoints and write rows the lineage had, and its greatest checkpoint id.
+    guard_checkpoints: int = 0
+    guard_newest: str = ""
+    guard_writes: int = 0
+
+
+def _needs_walk(record: CheckpointRecord) -> bool:
+    """A read of `record` replays its ancestors' writes: it stores no messages value at a version it has. A
+    plain list stored by a delta checkpoint (CK101) counts as none: its counters still reach back to the
+    last snapshot, and verify-shape checks that chain (CK304)."""
+    if record.messages_version is None:
+        return False
+    return not record.seed or (record.delta and record.messages not in _SNAPSHOTS)
+
+
+def _stops_walk(graph: LineageGraph, record: CheckpointRecord) -> bool:
+    """The saver's walk from a descendant stops at `record` (its value seeds the replay).
+
+    SQLite's walk stops at any stored value; a plain list stored by a delta checkpoint (CK101) is passed
+    over all the same: the delta counters after it count back to the last snapshot (CK304 checks them).
+    """
+    if graph.backend is Backend.POSTGRES:
+        return record.messages in _POSTGRES_WALK_STOPS
+    return record.seed and (record.messages in _SNAPSHOTS or not record.delta)
+
+
+def read_chain(graph: LineageGraph, record: CheckpointRecord) -> list[CheckpointRecord]:
+    """The ancestors a read of `record` replays through, nearest first, ending at its seed (or the root)."""
+    if not _needs_walk(record):
+        return []
+    chain: list[CheckpointRecord] = []
+    for ancestor in graph.ancestors(record):
+        chain.append(ancestor)
+        if _stops_walk(graph, ancestor):
+            break
+    return chain
+
+
+def _policy_keeps(graph: LineageGraph, policy: RetentionPolicy, head_path: set[str]) -> set[str]:
     """The ids the policy's own rules keep (without the closure or the protected set)."""
     records = graph.records
     if not policy.asks_for_deletion():
         return {record.checkpoint_id for record in records}
     keep: set[str] = set()
-    rules = 0
-    if policy.keep_newest is not None:
-        rules += 1
-        newest = sorted(record.checkpoint_id for record in records)
-        keep.update(newest[-policy.keep_newest :] if policy.keep_newest > 0 else [])
+    if policy.keep_newest is not None and policy.keep_newest > 0:
+        # Records come in checkpoint id order, which is write order.
+        keep.update(record.checkpoint_id for record in records[-policy.keep_newest :])
     if policy.keep_since is not None:
-        rules += 1
         keep.update(record.checkpoint_id for record in records if record.checkpoint_id >= policy.keep_since)
     if policy.heads_only:
-        rules += 1
-        keep.update(record.checkpoint_id for record in graph.heads())
+        keep.add(graph.head().checkpoint_id)
     if policy.only_safe_shapes:
-        # Only branches off the newest checkpoint's chain may go: its whole chain stays.
-        on_path = _newest_path(graph)
-        if rules == 0:
-            return on_path
-        # Combined with other rules, a checkpoint goes only where both say it may.
-        keep |= on_path
+        only = policy.keep_newest is None and policy.keep_since is None and not policy.heads_only
+        keep = set(head_path) if only else keep | head_path
     return keep
 
 
-def _newest_path(graph: LineageGraph) -> set[str]:
-    head = graph.head()
-    return {head.checkpoint_id, *(record.checkpoint_id for record in graph.ancestors(head))}
-
-
-def _read_chain(graph: LineageGraph, record: CheckpointRecord) -> list[CheckpointRecord]:
-    """The ancestors a read of `record` replays through, nearest first, ending at its seed (or the root).
-
-    A checkpoint storing its own value needs none; otherwise the walk runs parent by parent to the first
-    that stores one, as LangGraph's delta history walk does.
-    """
-    if graph.stores_seed(record):
-        return []
-    chain: list[CheckpointRecord] = []
-    for ancestor in graph.ancestors(record):
-        chain.append(ancestor)
-        if graph.stores_seed(ancestor):
-            break
-    return chain
-
-
-def _has_pending_writes(graph: LineageGraph, record: CheckpointRecord) -> bool:
-    wrote = record.message_write_rows + record.other_write_rows > 0
-    return wrote and record.checkpoint_id not in graph.children
+def _written(graph: LineageGraph, rows: LineageRows | None) -> set[str]:
+    """Checkpoints with write rows stored under them: from the row keys when read (every write, None values
+    included), else from the records' counts."""
+    if rows is not None:
+        return {str(checkpoint_id) for checkpoint_id, _, _ in rows.writes}
+    return {r.checkpoint_id for r in graph.records if r.message_write_rows + r.other_write_rows > 0}
 
 
 def _freed(graph: LineageGraph, deleted: Iterable[str]) -> FreedBytes:
-    checkpoints = checkpoint_bytes = writes = write_bytes = 0
+    freed = FreedBytes()
     for checkpoint_id in deleted:
         record = graph.by_id[checkpoint_id]
-        checkpoints += 1
-        checkpoint_bytes += record.checkpoint_bytes + record.metadata_bytes
-        writes += record.message_write_rows + record.other_write_rows
-        write_bytes += record.message_write_bytes + record.other_write_bytes
-    return FreedBytes(checkpoints, checkpoint_bytes, writes, write_bytes)
+        freed.checkpoints += 1
+        freed.checkpoint_bytes += record.checkpoint_bytes + record.metadata_bytes
+        freed.writes += record.message_write_rows + record.other_write_rows
+        freed.write_bytes += record.message_write_bytes + record.other_write_bytes
+    return freed
+
+
+def _deletion(
+    graph: LineageGraph, rows: LineageRows, kept: Iterable[str], deleted: tuple[str, ...], freed: FreedBytes
+) -> LineageDeletion | str:
+    """The rows `deleted` takes with it, named by full key, or why the lineage must be left whole."""
+    if not rows.text_keys():
+        return "its keys are not all text: a script could not name its rows exactly"
+    if set(map(str, rows.checkpoint_ids)) != set(graph.by_id):
+        return "it changed while it was read (a writer is active): plan it again"
+    gone = set(deleted)
+    writes = [(str(c), str(t), int(i)) for c, t, i in rows.writes if c in gone]  # type: ignore[call-overload]
+    # A blob goes when a deleted checkpoint names its version and no kept one does (Postgres).
+    kept_versions = {item for cid in kept for item in rows.versions.get(cid, {}).items()}
+    gone_versions = {item for cid in deleted for item in rows.versions.get(cid, {}).items()} - kept_versions
+    blobs = [(str(ch), str(v), size) for ch, v, size in rows.blobs if (ch, v) in gone_versions]
+    freed.writes = len(writes)
+    freed.blobs = len(blobs)
+    freed.blob_bytes = sum(size for _, _, size in blobs)
+    return LineageDeletion(
+        writes=writes,
+        blobs=[(channel, version) for channel, version, _ in blobs],
+        guard_checkpoints=len(rows.checkpoint_ids),
+        guard_newest=max(map(str, rows.checkpoint_ids)),
+        guard_writes=len(rows.writes),
+    )
 
 
 def _broken_reads(graph: LineageGraph, kept: set[str]) -> list[BrokenRead]:
-    """The kept checkpoints whose reads need a checkpoint outside `kept`, with the rule verify-shape reports."""
+    """The reads deleting everything outside `kept` breaks, with the rule verify-shape would report."""
+    head = graph.head()
+    if head.checkpoint_id not in kept:
+        return [BrokenRead(head.checkpoint_id, None, "the thread's newest checkpoint goes: DeerFlow finds no state")]
     broken: list[BrokenRead] = []
     for record in graph.records:
         if record.checkpoint_id not in kept:
             continue
-        chain = _read_chain(graph, record)
+        chain = read_chain(graph, record)
         missing = next((link for link in chain if link.checkpoint_id not in kept), None)
         if missing is None:
             continue
@@ -180,49 +288,89 @@ def _broken_reads(graph: LineageGraph, kept: set[str]) -> list[BrokenRead]:
     return broken
 
 
-def plan_lineage(lineage: Lineage, backend: Backend, policy: RetentionPolicy) -> LineagePlan:
-    """The plan for one lineage: the policy widened to every read it must keep, and what goes."""
-    graph = LineageGraph(lineage, backend)
-    policy_kept = _policy_keeps(graph, policy)
-    kept: dict[str, KeepReason] = {}
-    head = graph.head()
-    kept[head.checkpoint_id] = KeepReason.NEWEST
-    for record in graph.records:
-        if _has_pending_writes(graph, record):
-            kept.setdefault(record.checkpoint_id, KeepReason.PENDING_WRITES)
-    for checkpoint_id in sorted(policy_kept):
-        kept.setdefault(checkpoint_id, KeepReason.POLICY)
-    # Every kept checkpoint's read chain stays; a chain only ever adds ancestors, each visited once.
+def _keep_branch_ancestors(graph: LineageGraph, kept: dict[str, KeepReason], head_path: set[str]) -> None:
+    """Each kept checkpoint off the newest checkpoint's chain keeps its way back to where its branch forked."""
+    for checkpoint_id in sorted(kept, reverse=True):
+        if checkpoint_id in head_path:
+            continue
+        for ancestor in graph.ancestors(graph.by_id[checkpoint_id]):
+            if ancestor.checkpoint_id in kept and ancestor.checkpoint_id not in head_path:
+                break  # its own way back is kept already
+            kept.setdefault(ancestor.checkpoint_id, KeepReason.BRANCH)
+            if ancestor.checkpoint_id in head_path:
+                break
+
+
+def _keep_read_chains(graph: LineageGraph, kept: dict[str, KeepReason]) -> tuple[str, int] | None:
+    """Every kept checkpoint keeps its read chain; returns the widest addition (checkpoint id, links)."""
     widest: tuple[str, int] | None = None
+    # Checkpoints whose onward chain to the walk's stop is kept already: a later walk reaching one is done.
+    chain_kept: set[str] = set()
     for checkpoint_id in sorted(kept, reverse=True):
         record = graph.by_id[checkpoint_id]
         added = 0
-        for link in _read_chain(graph, record):
-            if link.checkpoint_id in kept:
+        for link in read_chain(graph, record):
+            if link.checkpoint_id in chain_kept:
                 break
-            kept[link.checkpoint_id] = KeepReason.REPLAY_CHAIN
-            added += 1
+            if link.checkpoint_id not in kept:
+                kept[link.checkpoint_id] = KeepReason.REPLAY_CHAIN
+                added += 1
+            chain_kept.add(link.checkpoint_id)
+        chain_kept.add(checkpoint_id)
         if added and (widest is None or added > widest[1]):
             widest = (checkpoint_id, added)
-    deleted = tuple(sorted(record.checkpoint_id for record in graph.records if record.checkpoint_id not in kept))
+    return widest
+
+
+def _reparents(graph: LineageGraph, kept: dict[str, KeepReason], gone: set[str]) -> list[Reparent]:
+    reparented: list[Reparent] = []
+    for record in graph.records:
+        if record.checkpoint_id not in kept or record.parent_id is None or record.parent_id not in gone:
+            continue
+        new_parent = next((a.checkpoint_id for a in graph.ancestors(record) if a.checkpoint_id in kept), None)
+        reparented.append(Reparent(record.checkpoint_id, record.parent_id, new_parent))
+    return reparented
+
+
+def plan_lineage(
+    lineage: Lineage, backend: Backend, policy: RetentionPolicy, rows: LineageRows | None = None
+) -> LineagePlan:
+    """The plan for one lineage: the policy widened to every read it must keep, and what goes. With the
+    lineage's row keys (store/row_keys.py) it also names every row to delete, for a script."""
+    graph = LineageGraph(lineage, backend)
+    head = graph.head()
+    head_path = {head.checkpoint_id, *(record.checkpoint_id for record in graph.ancestors(head))}
+    policy_kept = _policy_keeps(graph, policy, head_path)
+    kept: dict[str, KeepReason] = {head.checkpoint_id: KeepReason.NEWEST}
+    # Pending writes are state: writes stored under a checkpoint no child has applied yet.
+    for checkpoint_id in sorted(_written(graph, rows) - graph.children.keys()):
+        if checkpoint_id in graph.by_id:
+            kept.setdefault(checkpoint_id, KeepReason.PENDING_WRITES)
+    for checkpoint_id in sorted(policy_kept):
+        kept.setdefault(checkpoint_id, KeepReason.POLICY)
+    _keep_branch_ancestors(graph, kept, head_path)
+    widest = _keep_read_chains(graph, kept)
+    deleted = tuple(record.checkpoint_id for record in graph.records if record.checkpoint_id not in kept)
     gone = set(deleted)
-    cut_at = tuple(
-        record.checkpoint_id
-        for record in graph.records
-        if record.checkpoint_id in kept and record.parent_id is not None and record.parent_id in gone
-    )
     naive_kept = set(policy_kept)
-    naive_deleted = tuple(sorted(kept.keys() - naive_kept))
-    return LineagePlan(
+    plan = LineagePlan(
         thread_id=lineage.thread_id,
         checkpoint_ns=lineage.checkpoint_ns,
         checkpoints=len(graph.records),
         policy_kept=frozenset(policy_kept),
         kept=kept,
         deleted=deleted,
+        reparented=tuple(_reparents(graph, kept, gone)),
         freed=_freed(graph, deleted),
-        cut_at=cut_at,
         widest=widest,
-        naive_deleted=naive_deleted,
-        naive_breaks=tuple(_broken_reads(graph, naive_kept)) if naive_kept else (),
+        branch_steps_lost=sum(1 for cid in head_path & gone if graph.by_id[cid].message_write_rows > 0),
+        naive_deleted=tuple(sorted(kept.keys() - naive_kept)),
+        naive_breaks=tuple(_broken_reads(graph, naive_kept)) if naive_kept != kept.keys() else (),
     )
+    if rows is not None:
+        deletion = _deletion(graph, rows, kept, deleted, plan.freed)
+        if isinstance(deletion, str):
+            plan.skipped = deletion
+        else:
+            plan.deletion = deletion
+    return plan

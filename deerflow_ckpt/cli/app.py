@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "deerflow_ckpt.cli.inspect",
         "Snapshot intervals, cadence, replay depth and what-if K, per thread or for the whole store.",
     ),
+    "plan": (
+        "deerflow_ckpt.cli.plan",
+        "Plan a delta-safe retention: what a deletion keeps, frees and would break, as a script you review.",
+    ),
 }
 
 

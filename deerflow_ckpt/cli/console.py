@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,6 +37,23 @@ def stdout_console(color: bool | None = None) -> Console:
 
 def stderr_console(color: bool | None = None) -> Console:
     return _console(sys.stderr, color)
+
+
+Result = TypeVar("Result")
+
+
+def counting_checkpoints(
+    work: Callable[[Callable[[int], None] | None], Result], show: bool, color: bool | None, label: str
+) -> Result:
+    """`work(progress)` with a spinner on stderr counting the checkpoints read, when `show` (someone watches)."""
+    if not show:
+        return work(None)
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=stderr_console(color), transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        return work(lambda n: progress.update(task, description=f"{n} checkpoints"))
 
 
 def message(line: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,14 @@ VERBOSE_OPTION = typer.Option(
     "-v",
     help="Also say on stderr which code reads the rows: the compiled judge and SQLite reader, or Python and why "
     "(not built, or CKPT_NATIVE=0).",
+)
+JOBS_OPTION = typer.Option(
+    min(os.cpu_count() or 1, 4),
+    "--jobs",
+    min=1,
+    metavar="N",
+    show_default="CPUs, at most 4",
+    help="Processes reading thread ranges in parallel.",
 )
 IMMUTABLE_OPTION = typer.Option(
     False,
@@ -230,8 +239,8 @@ def parse_duration(value: str, option: str) -> int:
     return int(seconds * (unit or 1) * 1_000_000_000)
 
 
-def parse_since(value: str | None) -> str | None:
-    """--since as the smallest checkpoint id written at or after it (UUIDv6 ids sort by write time)."""
+def parse_since(value: str | None, option: str = "--since") -> str | None:
+    """--since (or `option`) as the smallest checkpoint id written at or after it (UUIDv6 ids sort by write time)."""
     if value is None:
         return None
     from datetime import datetime
@@ -245,11 +254,11 @@ def parse_since(value: str | None) -> str | None:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:
         raise typer.BadParameter(
-            f"expected an ISO-8601 time (2026-12-03T10:00:00Z) or a checkpoint id, got {value!r}", param_hint="--since"
+            f"expected an ISO-8601 time (2026-12-03T10:00:00Z) or a checkpoint id, got {value!r}", param_hint=option
         ) from None
     if not SINCE_YEARS[0] <= moment.year <= SINCE_YEARS[1]:
         raise typer.BadParameter(
             f"expected a time between the years {SINCE_YEARS[0]} and {SINCE_YEARS[1]}, got {value!r}",
-            param_hint="--since",
+            param_hint=option,
         )
     return boundary_id(from_datetime(moment))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,12 +9,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
-from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
-from deerflow_ckpt.cli.console import info, is_quiet, stderr_console
+from deerflow_ckpt.cli.ci_options import ReportFormat
+from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
-    from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest
+    pass
 
 
 def verify_shape(
@@ -47,14 +46,7 @@ def verify_shape(
         help="Also prove every stored message list (snapshot or full-mode list) equals the replay of the "
         "writes before it (CK106); a second read-only pass.",
     ),
-    jobs: int = typer.Option(
-        min(os.cpu_count() or 1, 4),
-        "--jobs",
-        min=1,
-        metavar="N",
-        show_default="CPUs, at most 4",
-        help="Processes reading thread ranges in parallel.",
-    ),
+    jobs: int = database_options.JOBS_OPTION,
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -86,7 +78,11 @@ def verify_shape(
     )
     # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
     show_progress = output_format is ReportFormat.text and sys.stderr.isatty() and not is_quiet()
-    report = _scan_with_progress(request, jobs, show_progress, color)
+    from deerflow_ckpt.commands.verify_shape import scan
+
+    report = counting_checkpoints(
+        lambda progress: scan(request, progress, jobs=jobs), show_progress, color.flag(), "scanning"
+    )
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import shape_ci, shape_json, shape_text
 
@@ -99,25 +95,6 @@ def verify_shape(
     )
     delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
-
-
-def _scan_with_progress(request: ScanRequest, jobs: int, show: bool, color: ColorChoice) -> ScanReport:
-    from deerflow_ckpt.commands.verify_shape import scan
-
-    if not show:
-        return scan(request, jobs=jobs)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=stderr_console(color.flag()),
-        transient=True,
-    ) as progress:
-        task = progress.add_task("scanning", total=None)
-        result = scan(request, lambda n: progress.update(task, description=f"{n} checkpoints"), jobs=jobs)
-    return result
 
 
 def register(app: typer.Typer) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import gc
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.counts import StoreCounts
@@ -24,6 +24,7 @@ from deerflow_ckpt.analysis.shape import (
     cross_thread_cadence,
 )
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
+from deerflow_ckpt.commands.shares import run_shares, share_selections
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.rules import RuleCode, Severity
 from deerflow_ckpt.store.readers import LineageReader, open_reader
@@ -116,24 +117,6 @@ class _Share(ScanTally):
     first_evidence: FirstSink = field(default_factory=dict)
 
 
-# A --since scan spreads its threads over processes only when each gets at least this many.
-_THREADS_PER_SHARE = 50
-
-# A pool worker's share of the progress count: handed over by the pool initializer, the one way a
-# multiprocessing Value reaches a worker under every start method (it cannot travel as a task argument).
-_worker_counter: Any = None
-
-
-def _init_worker(counter: Any) -> None:
-    global _worker_counter
-    _worker_counter = counter
-
-
-def _add_to_worker_counter(seen: int) -> None:
-    with _worker_counter.get_lock():
-        _worker_counter.value += seen
-
-
 @contextmanager
 def _without_cycle_collector() -> Iterator[None]:
     """Pause the cyclic GC: a scan allocates millions of acyclic containers that reference counting
@@ -156,10 +139,6 @@ def _scan_share(
     """One share of the threads; `on_checkpoints` is told how many checkpoints each thread had."""
     with _without_cycle_collector():
         return _collect_share(target, settings, selection, on_checkpoints)
-
-
-def _scan_share_in_worker(target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection) -> _Share:
-    return _scan_share(target, settings, selection, _add_to_worker_counter)
 
 
 def _collect_share(
@@ -224,64 +203,6 @@ def _prove_share(
     return summary
 
 
-def _selections(reader: LineageReader, request: ScanRequest, jobs: int) -> list[ThreadSelection]:
-    if request.thread_id is not None:
-        return [ThreadSelection(thread_id=request.thread_id)]
-    since = request.settings.since
-    if since is not None:
-        # Only threads written since then are read (whole, for their counters); ids sort by write time.
-        threads = reader.threads_since(since)
-        parts = max(1, min(jobs, len(threads) // _THREADS_PER_SHARE))
-        return [ThreadSelection(thread_ids=tuple(threads[part::parts])) for part in range(parts)]
-    if jobs <= 1:
-        return [ALL_THREADS]
-    points = reader.split_points(jobs)
-    bounds: list[str | None] = [None, *points, None]
-    return [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
-
-
-def _run_shares(
-    request: ScanRequest,
-    selections: list[ThreadSelection],
-    progress: Callable[[int], None] | None,
-    start_method: str | None = None,
-) -> list[_Share]:
-    target, settings = request.choice.target, request.settings
-    if len(selections) == 1:
-        return [_scan_share(target, settings, selections[0], _running_total(progress))]
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-
-    # The platform's own start method (fork on Linux, spawn on macOS and Windows) unless one is asked for.
-    context = multiprocessing.get_context(start_method)
-    shared = context.Value("q", 0)
-    with ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,)) as pool:
-        futures = [pool.submit(_scan_share_in_worker, target, settings, selection) for selection in selections]
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            if progress is not None:
-                progress(int(shared.value))
-            for future in futures:
-                if future.done() and future.exception() is not None:
-                    raise future.exception()  # type: ignore[misc]
-        return [future.result() for future in futures]
-
-
-def _running_total(progress: Callable[[int], None] | None) -> Callable[[int], None] | None:
-    """Per-thread counts turned into the running total `progress` shows."""
-    if progress is None:
-        return None
-    total = 0
-
-    def add(seen: int) -> None:
-        nonlocal total
-        total += seen
-        progress(total)
-
-    return add
-
-
 def scan(
     request: ScanRequest,
     progress: Callable[[int], None] | None = None,
@@ -314,7 +235,10 @@ def scan(
     epochs: list[Epoch] = []
     provisional: list[Finding] = []
     first_evidence: FirstSink = {}
-    for share in _run_shares(request, _selections(reader, request, jobs), progress, start_method):
+    thread_ids = None if request.thread_id is None else (request.thread_id,)
+    selections = share_selections(reader, jobs, thread_ids, settings.since)
+    work = functools.partial(_scan_share, request.choice.target, settings)
+    for share in run_shares(work, selections, progress, start_method):
         report.add(share)
         epochs.extend(share.epochs)
         provisional.extend(share.provisional)

@@ -1,0 +1,137 @@
+"""`ckpt plan retention`: options in, the retention plan (commands/plan_retention.py) out as text, json or
+a SQL script. ckpt itself never deletes."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
+from deerflow_ckpt.cli.ci_options import ColorChoice
+from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet, stdout_console
+
+# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
+PIPED_WIDTH = 160
+
+
+class PlanFormat(StrEnum):
+    text = "text"
+    json = "json"
+    sql = "sql"
+
+
+plan_app = typer.Typer(
+    name="plan",
+    help="Plan changes to a checkpoint store without making them: what they keep, free and would break.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@plan_app.command("retention")
+def retention(
+    keep_newest: int | None = typer.Option(
+        None, "--keep-newest", min=1, metavar="N", help="Keep the newest N checkpoints of each thread and namespace."
+    ),
+    keep_since: str | None = typer.Option(
+        None,
+        "--keep-since",
+        metavar="TIME|ID",
+        help="Keep checkpoints written at or after this ISO-8601 time (UTC unless it has an offset) or checkpoint id.",
+        show_default=False,
+    ),
+    keep_heads_only: bool = typer.Option(
+        False, "--keep-heads-only", help="Keep each thread's newest checkpoint (and what its reads need)."
+    ),
+    only_safe_shapes: bool = typer.Option(
+        False,
+        "--only-safe-shapes",
+        help="Delete only what the retention contract proves safe: branches off the newest checkpoint's chain "
+        "(leaf sibling branches, trailing duration-only leaves). With other policies: only where both allow.",
+    ),
+    threads: list[str] | None = typer.Option(
+        None, "--thread", metavar="ID", help="Plan only this thread (repeat for several).", show_default=False
+    ),
+    output_format: PlanFormat = typer.Option(
+        PlanFormat.text,
+        "--format",
+        metavar="FORMAT",
+        help="text; json (the plan as data, every row it deletes); sql (one transaction to review and run with "
+        "sqlite3 or psql).",
+    ),
+    output: Path | None = ci_options.OUTPUT_OPTION,
+    top: int = typer.Option(10, "--top", min=0, metavar="N", help="Text: how many lineages to list."),
+    db: str | None = database_options.DB_OPTION,
+    schema: str = database_options.SCHEMA_OPTION,
+    config: Path | None = database_options.CONFIG_OPTION,
+    immutable: bool = database_options.IMMUTABLE_OPTION,
+    deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
+    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
+    jobs: int = database_options.JOBS_OPTION,
+    color: ColorChoice = ci_options.COLOR_OPTION,
+    quiet: bool = ci_options.QUIET_OPTION,
+    verbose: bool = database_options.VERBOSE_OPTION,
+) -> None:
+    """Plan a delta-safe deletion of old checkpoints, read-only: the policy widened until every kept checkpoint
+    can still be read, what it frees per table, and what the policy alone would have broken.
+
+    Several policies combine: a checkpoint any of them keeps is kept. Nothing is deleted: --format sql writes
+    one transaction that deletes every row by its full primary key, re-parents the oldest kept checkpoint of a
+    cut chain, and deletes nothing if a planned thread changed after the plan was made. Review it, run it
+    with sqlite3 or psql, then run ckpt verify-shape.
+    """
+    from deerflow_ckpt.analysis.retention import RetentionPolicy
+    from deerflow_ckpt.commands.plan_retention import RetentionRequest, plan_retention
+
+    policy = RetentionPolicy(
+        keep_newest=keep_newest,
+        keep_since=database_options.parse_since(keep_since, "--keep-since"),
+        heads_only=keep_heads_only,
+        only_safe_shapes=only_safe_shapes,
+    )
+    if not policy.asks_for_deletion():
+        raise typer.BadParameter(
+            "name a policy: --keep-newest N, --keep-since TIME, --keep-heads-only or --only-safe-shapes"
+        )
+    selection = database_options.select(db, schema, config, None, immutable, deerflow_root)
+    selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
+    delivery.refuse_output_onto(output, database_options.input_files(selection))
+    target = selection.choice.target
+    info(f"ckpt: planning retention for {target.describe()} (chosen via {selection.choice.found_via})")
+    if verbose:
+        database_options.say_reading_path(target)
+    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None)
+    show_progress = output_format is PlanFormat.text and sys.stderr.isatty() and not is_quiet()
+    plan = counting_checkpoints(
+        lambda progress: plan_retention(request, progress, jobs=jobs), show_progress, color.flag(), "planning"
+    )
+    if output_format is PlanFormat.json:
+        from deerflow_ckpt.report.retention_json import plan_to_json
+
+        delivery.deliver(plan_to_json(plan), output)
+    elif output_format is PlanFormat.sql:
+        from deerflow_ckpt.report.retention_sql import plan_to_sql
+
+        delivery.deliver(plan_to_sql(plan), output)
+    else:
+        from deerflow_ckpt.report.retention_text import render_plan
+
+        if output is None:
+            console = stdout_console(color.flag())
+            if not console.is_terminal:
+                console.width = max(console.width, PIPED_WIDTH)
+            render_plan(plan, console, top)
+        else:
+            console = stdout_console(color=False)
+            console.width = max(console.width, PIPED_WIDTH)
+            with console.capture() as capture:
+                render_plan(plan, console, top)
+            delivery.deliver(capture.get(), output)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(plan_app, name="plan")

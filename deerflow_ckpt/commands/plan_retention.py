@@ -1,0 +1,177 @@
+"""`plan retention`'s core: every lineage's records and row keys, read side by side, into one retention plan.
+
+Nothing is deleted here or anywhere in ckpt: the plan is data (report/retention_json.py) or a script the
+operator reviews and runs (report/retention_sql.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from deerflow_ckpt.analysis.retention import FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
+from deerflow_ckpt.commands.shares import run_shares, share_selections
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.rules import RuleCode
+from deerflow_ckpt.store.readers import open_reader
+from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.row_keys import LineageRows, lineage_rows, postgres_tables
+from deerflow_ckpt.store.selection import ThreadSelection
+from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, PostgresTarget
+
+
+@dataclass(frozen=True)
+class RetentionRequest:
+    choice: DatabaseChoice
+    policy: RetentionPolicy
+    # Only these threads (None: every thread).
+    thread_ids: tuple[str, ...] | None = None
+
+
+@dataclass(kw_only=True)
+class PlanTally:
+    """What planning counts, for one worker's share of the threads and for the whole database alike."""
+
+    threads: int = 0
+    lineages: int = 0
+    checkpoints: int = 0
+    kept: int = 0
+    widened: int = 0
+    freed: FreedBytes = field(default_factory=FreedBytes)
+    naive_deleted: int = 0
+    naive_breaks: Counter[str] = field(default_factory=Counter)
+    # The lineages the plan changes, left whole, or whose naive deletion breaks a read; in key order.
+    plans: list[LineagePlan] = field(default_factory=list)
+    # The threads read, when they were named (--thread).
+    named_found: set[str] = field(default_factory=set)
+
+    def add(self, other: PlanTally) -> None:
+        self.threads += other.threads
+        self.lineages += other.lineages
+        self.checkpoints += other.checkpoints
+        self.kept += other.kept
+        self.widened += other.widened
+        self.freed.add(other.freed)
+        self.naive_deleted += other.naive_deleted
+        self.naive_breaks.update(other.naive_breaks)
+        self.plans.extend(other.plans)
+        self.named_found |= other.named_found
+
+    def count(self, plan: LineagePlan) -> None:
+        self.lineages += 1
+        self.checkpoints += plan.checkpoints
+        if plan.skipped is not None:
+            self.kept += plan.checkpoints
+            self.plans.append(plan)
+            return
+        self.kept += len(plan.kept)
+        self.widened += plan.widened_by
+        self.freed.add(plan.freed)
+        self.naive_deleted += len(plan.naive_deleted)
+        self.naive_breaks.update(str(b.rule) if b.rule is not None else "thread gone" for b in plan.naive_breaks)
+        if plan.deleted or plan.reparented or plan.naive_breaks:
+            self.plans.append(plan)
+
+
+@dataclass(kw_only=True)
+class RetentionPlan(PlanTally):
+    database: str
+    found_via: str
+    backend: Backend
+    policy: RetentionPolicy
+    # When the plan was made (UTC, ISO 8601), for the script's header.
+    planned_at: str
+    # How a script names the checkpoint tables (Postgres: schema-qualified, quoted).
+    tables: dict[str, str]
+
+    @property
+    def deleting(self) -> list[LineagePlan]:
+        """The lineages the script changes."""
+        return [p for p in self.plans if p.skipped is None and p.deletion is not None and (p.deleted or p.reparented)]
+
+    @property
+    def skipped(self) -> list[LineagePlan]:
+        return [p for p in self.plans if p.skipped is not None]
+
+    def naive_rule_count(self, rule: RuleCode) -> int:
+        return self.naive_breaks.get(str(rule), 0)
+
+
+def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], LineageRows | None]:
+    """A lookup of the row keys by lineage key, reading ahead only as far as the asked key (both passes share
+    one order, so the buffer holds one lineage unless keys that are not text order differently)."""
+    buffer: dict[tuple[str, str], LineageRows] = {}
+
+    def take(key: tuple[str, str]) -> LineageRows | None:
+        while key not in buffer:
+            following = next(rows, None)
+            if following is None:
+                return None
+            present = buffer.get(following.key)
+            if present is None:
+                buffer[following.key] = following
+            else:  # a NULL and an empty namespace read as one lineage: their rows are one too, never text
+                present.checkpoint_ids += following.checkpoint_ids
+                present.writes += following.writes
+                present.checkpoint_ns = None
+        return buffer.pop(key)
+
+    return take
+
+
+def _plan_share(
+    target: DatabaseTarget, policy: RetentionPolicy, selection: ThreadSelection, progress: Callable[[int], None] | None
+) -> PlanTally:
+    """One share of the threads: each lineage planned from its records and its row keys, read side by side."""
+    reader, backend = open_reader(target)
+    rows_for = _rows_by_key(lineage_rows(target, selection))
+    tally = PlanTally()
+    thread: str | None = None
+    seen = 0
+    for lineage in reader.lineages(selection):
+        if lineage.thread_id != thread:
+            if thread is not None and progress is not None:
+                progress(seen)
+            thread, seen = lineage.thread_id, 0
+            tally.threads += 1
+            if selection.thread_id is not None or selection.thread_ids is not None:
+                tally.named_found.add(thread)
+        seen += len(lineage.records)
+        tally.count(_plan(lineage, backend, policy, rows_for((lineage.thread_id, lineage.checkpoint_ns))))
+    if thread is not None and progress is not None:
+        progress(seen)
+    return tally
+
+
+def _plan(lineage: Lineage, backend: Backend, policy: RetentionPolicy, rows: LineageRows | None) -> LineagePlan:
+    plan = plan_lineage(lineage, backend, policy, rows)
+    if rows is None:
+        plan.skipped = "it was deleted while it was read: plan it again"
+    return plan
+
+
+def plan_retention(
+    request: RetentionRequest, progress: Callable[[int], None] | None = None, jobs: int = 1
+) -> RetentionPlan:
+    """The retention plan for the chosen database; `progress` gets the running checkpoint count."""
+    target = request.choice.target
+    reader, backend = open_reader(target)
+    tables = postgres_tables(target) if isinstance(target, PostgresTarget) else {}
+    plan = RetentionPlan(
+        database=target.describe(),
+        found_via=request.choice.found_via,
+        backend=backend,
+        policy=request.policy,
+        planned_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        tables=tables,
+    )
+    selections = share_selections(reader, jobs, request.thread_ids)
+    for share in run_shares(functools.partial(_plan_share, target, request.policy), selections, progress):
+        plan.add(share)
+    missing = [t for t in request.thread_ids or () if t not in plan.named_found]
+    if missing:
+        raise StoreError(f"no checkpoints for thread {missing[0]!r} in {plan.database}")
+    return plan

@@ -1,0 +1,198 @@
+"""A retention plan as one transaction for the database's own shell: `sqlite3 DB < plan.sql` or
+`psql DSN -f plan.sql`. ckpt never runs it.
+
+The script names every row it deletes by its full primary key, loaded into temporary tables first. Before it
+deletes anything it checks that each planned lineage still has exactly the checkpoints and write rows it had
+when planned (count and newest id): a writer that appended a checkpoint or a write after the plan makes the
+whole script delete nothing. It holds the database's write lock from that check to its commit (SQLite:
+BEGIN IMMEDIATE; Postgres: a SHARE ROW EXCLUSIVE lock on the three tables, so writers wait until it is done).
+A kept checkpoint whose parent goes is re-parented onto its nearest kept ancestor in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from deerflow_ckpt.analysis.storage import human_bytes
+from deerflow_ckpt.commands.plan_retention import RetentionPlan
+from deerflow_ckpt.store.records import Backend
+
+# Rows per INSERT: a statement each shell parses quickly, and few of them.
+ROWS_PER_INSERT = 500
+GUARD_MESSAGE = "a planned thread changed after the plan was made; nothing was deleted: plan again"
+_SQLITE_TABLES = {"checkpoints": "main.checkpoints", "checkpoint_writes": "main.writes"}
+
+
+def _sqlite_text(value: str) -> str:
+    if value.isprintable():
+        return "'" + value.replace("'", "''") + "'"
+    # Control characters stay out of the script's text: the bytes, spelled in hex.
+    return f"CAST(x'{value.encode('utf-8').hex()}' AS TEXT)"
+
+
+def _postgres_text(value: str) -> str:
+    if value.isprintable():
+        return "'" + value.replace("'", "''") + "'"
+    return f"convert_from('\\x{value.encode('utf-8').hex()}'::bytea, 'UTF8')"
+
+
+def _literal(value: object, backend: Backend) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    assert isinstance(value, str)
+    return _sqlite_text(value) if backend is Backend.SQLITE else _postgres_text(value)
+
+
+def _inserts(table: str, rows: Iterable[Sequence[object]], backend: Backend) -> Iterator[str]:
+    batch: list[str] = []
+    for row in rows:
+        batch.append("(" + ", ".join(_literal(value, backend) for value in row) + ")")
+        if len(batch) == ROWS_PER_INSERT:
+            yield f"INSERT INTO {table} VALUES\n  " + ",\n  ".join(batch) + ";\n"
+            batch = []
+    if batch:
+        yield f"INSERT INTO {table} VALUES\n  " + ",\n  ".join(batch) + ";\n"
+
+
+def _header(plan: RetentionPlan, comment: str) -> Iterator[str]:
+    freed = plan.freed
+    deleting = plan.deleting
+    reparented = sum(len(p.reparented) for p in deleting)
+    lines = [
+        f"ckpt plan retention {plan.policy.describe()}",
+        f"database: {plan.database}, planned at {plan.planned_at}",
+        f"deletes {freed.checkpoints:,} checkpoints, {freed.writes:,} write rows"
+        + (f", {freed.blobs:,} blob rows" if plan.backend is Backend.POSTGRES else "")
+        + f" ({human_bytes(freed.total_bytes)} stored) in {len(deleting):,} lineages;"
+        f" re-parents {reparented:,} checkpoints",
+        "Review it, then run it with the database's shell:",
+        f"    {comment}",
+        "It deletes nothing if a planned thread changed after the plan was made; the freed pages go back to",
+        "the disk only after a VACUUM (ckpt inspect storage says whether one is worth it).",
+    ]
+    for line in lines:
+        # The database's description names a path or a DSN (its password masked): kept on one comment line.
+        yield "-- " + " ".join(line.split()) + "\n"
+
+
+def _rows(plan: RetentionPlan) -> dict[str, list[tuple[object, ...]]]:
+    lineages: list[tuple[object, ...]] = []
+    checkpoints: list[tuple[object, ...]] = []
+    writes: list[tuple[object, ...]] = []
+    blobs: list[tuple[object, ...]] = []
+    reparents: list[tuple[object, ...]] = []
+    for lineage in plan.deleting:
+        deletion = lineage.deletion
+        assert deletion is not None
+        key = (lineage.thread_id, lineage.checkpoint_ns)
+        lineages.append((*key, deletion.guard_checkpoints, deletion.guard_newest, deletion.guard_writes))
+        checkpoints.extend((*key, checkpoint_id) for checkpoint_id in lineage.deleted)
+        writes.extend((*key, *row) for row in deletion.writes)
+        blobs.extend((*key, *row) for row in deletion.blobs)
+        reparents.extend((*key, r.checkpoint_id, r.old_parent, r.new_parent) for r in lineage.reparented)
+    return {"lineages": lineages, "checkpoints": checkpoints, "writes": writes, "blobs": blobs, "reparent": reparents}
+
+
+_COLUMNS = {
+    "lineages": "thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoints INTEGER NOT NULL, "
+    "newest TEXT NOT NULL, writes INTEGER NOT NULL",
+    "checkpoints": "thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL",
+    "writes": "thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL, "
+    "task_id TEXT NOT NULL, idx INTEGER NOT NULL",
+    "blobs": "thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL, version TEXT NOT NULL",
+    "reparent": "thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL, "
+    "old_parent TEXT NOT NULL, new_parent TEXT",
+}
+
+
+def _load(plan: RetentionPlan, backend: Backend, suffix: str) -> Iterator[str]:
+    """The plan's keys into temporary tables ckpt_plan_<name>."""
+    for name, rows in _rows(plan).items():
+        if name == "blobs" and backend is not Backend.POSTGRES:
+            continue
+        yield f"CREATE TEMP TABLE ckpt_plan_{name} ({_COLUMNS[name]}){suffix};\n"
+        yield from _inserts(f"ckpt_plan_{name}", rows, backend)
+
+
+def _changed_lineages(checkpoints: str, writes: str, newest: str) -> str:
+    """The planned lineages whose checkpoints or write rows are not what the plan saw."""
+    return f"""SELECT l.thread_id, l.checkpoint_ns FROM ckpt_plan_lineages l
+WHERE l.checkpoints <> (SELECT count(*) FROM {checkpoints} c
+                        WHERE c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns)
+   OR l.newest IS DISTINCT FROM (SELECT max({newest}) FROM {checkpoints} c
+                                 WHERE c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns)
+   OR l.writes <> (SELECT count(*) FROM {writes} w
+                   WHERE w.thread_id = l.thread_id AND w.checkpoint_ns = l.checkpoint_ns)"""
+
+
+def sqlite_script(plan: RetentionPlan, database_hint: str = "DATABASE") -> str:
+    checkpoints, writes = _SQLITE_TABLES["checkpoints"], _SQLITE_TABLES["checkpoint_writes"]
+    parts = [*_header(plan, f"sqlite3 {database_hint} < plan.sql")]
+    # Stop at the first error: the open transaction is then rolled back as the shell exits.
+    parts += [".bail on\n", "BEGIN IMMEDIATE;\n"]
+    parts += _load(plan, Backend.SQLITE, "")
+    changed = _changed_lineages(checkpoints, writes, "c.checkpoint_id").replace("IS DISTINCT FROM", "IS NOT")
+    parts.append(f"CREATE TEMP TABLE ckpt_plan_changed AS\n{changed};\n")
+    guard = f'changed INTEGER NOT NULL CONSTRAINT "{GUARD_MESSAGE}" CHECK (changed = 0)'
+    parts.append(
+        f"CREATE TEMP TABLE ckpt_plan_guard ({guard});\n"
+        "INSERT INTO ckpt_plan_guard SELECT count(*) FROM ckpt_plan_changed;\n"
+    )
+    # Each statement also checks the guard: a shell that ignored the failed check still deletes nothing.
+    unchanged = "NOT EXISTS (SELECT 1 FROM ckpt_plan_changed)"
+    parts.append(
+        f"DELETE FROM {writes} WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM ckpt_plan_writes) AND {unchanged};\n"
+        f"UPDATE {checkpoints} SET parent_checkpoint_id = (SELECT r.new_parent FROM ckpt_plan_reparent r\n"
+        f"  WHERE r.thread_id = checkpoints.thread_id AND r.checkpoint_ns = checkpoints.checkpoint_ns\n"
+        f"    AND r.checkpoint_id = checkpoints.checkpoint_id)\n"
+        f"WHERE (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, old_parent FROM ckpt_plan_reparent) AND {unchanged};\n"
+        f"DELETE FROM {checkpoints} WHERE (thread_id, checkpoint_ns, checkpoint_id) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id FROM ckpt_plan_checkpoints) AND {unchanged};\n"
+    )
+    parts.append("COMMIT;\n")
+    return "".join(parts)
+
+
+def postgres_script(plan: RetentionPlan) -> str:
+    tables = plan.tables
+    checkpoints, writes, blobs = tables["checkpoints"], tables["checkpoint_writes"], tables["checkpoint_blobs"]
+    parts = [*_header(plan, "psql 'postgresql://...' -f plan.sql")]
+    parts += [
+        "\\set ON_ERROR_STOP on\n",
+        "BEGIN;\n",
+        "SET LOCAL lock_timeout = '10s';\n",
+        # Writers wait from the check to the commit, so nothing can change between them; readers do not wait.
+        f"LOCK TABLE {checkpoints}, {writes}, {blobs} IN SHARE ROW EXCLUSIVE MODE;\n",
+    ]
+    parts += _load(plan, Backend.POSTGRES, " ON COMMIT DROP")
+    changed = _changed_lineages(checkpoints, writes, 'c.checkpoint_id COLLATE "C"')
+    parts.append(
+        "DO $ckpt$\nDECLARE changed text;\nBEGIN\n"
+        f"  SELECT thread_id INTO changed FROM ({changed}) AS x LIMIT 1;\n"
+        f"  IF FOUND THEN RAISE EXCEPTION '{GUARD_MESSAGE} (thread %)', changed; END IF;\nEND\n$ckpt$;\n"
+    )
+    parts.append(
+        f"DELETE FROM {writes} w USING ckpt_plan_writes p\n"
+        "WHERE w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id\n"
+        "  AND w.task_id = p.task_id AND w.idx = p.idx;\n"
+        f"DELETE FROM {blobs} b USING ckpt_plan_blobs p\n"
+        "WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND b.channel = p.channel\n"
+        "  AND b.version = p.version;\n"
+        f"UPDATE {checkpoints} c SET parent_checkpoint_id = r.new_parent FROM ckpt_plan_reparent r\n"
+        "WHERE c.thread_id = r.thread_id AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id\n"
+        "  AND c.parent_checkpoint_id = r.old_parent;\n"
+        f"DELETE FROM {checkpoints} c USING ckpt_plan_checkpoints p\n"
+        "WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = p.checkpoint_id;\n"
+    )
+    parts.append("COMMIT;\n")
+    return "".join(parts)
+
+
+def plan_to_sql(plan: RetentionPlan, database_hint: str = "DATABASE") -> str:
+    if plan.backend is Backend.POSTGRES:
+        return postgres_script(plan)
+    return sqlite_script(plan, database_hint)
