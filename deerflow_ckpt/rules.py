@@ -195,7 +195,8 @@ RULES: dict[RuleCode, Rule] = {
             RuleCode.CK306,
             Severity.INFO,
             "history cut at a stored value",
-            "reads from here on are whole; history and branching before it are gone (a retention cut leaves this)",
+            "reads from here on are whole; history and branching before it are gone "
+            "(old history deleted, no parent link kept)",
         ),
         Rule(
             RuleCode.CK401,

@@ -86,6 +86,8 @@ class RetentionPlan(PlanTally):
     planned_at: str
     # How a script names the checkpoint tables (Postgres: schema-qualified, quoted).
     tables: dict[str, str]
+    # The database planned, for the command that runs the script on it (never shown with its password).
+    target: DatabaseTarget
 
     @property
     def deleting(self) -> list[LineagePlan]:
@@ -167,6 +169,7 @@ def plan_retention(
         policy=request.policy,
         planned_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tables,
+        target=target,
     )
     selections = share_selections(reader, jobs, request.thread_ids)
     for share in run_shares(functools.partial(_plan_share, target, request.policy), selections, progress):

@@ -11,11 +11,15 @@ A kept checkpoint whose parent goes is re-parented onto its nearest kept ancesto
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator, Sequence
 
 from deerflow_ckpt.analysis.storage import human_bytes
 from deerflow_ckpt.commands.plan_retention import RetentionPlan
+from deerflow_ckpt.redact import redact
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.records import Backend
+from deerflow_ckpt.store.source import PostgresTarget
 
 # Rows per INSERT: a statement each shell parses quickly, and few of them.
 ROWS_PER_INSERT = 500
@@ -56,7 +60,15 @@ def _inserts(table: str, rows: Iterable[Sequence[object]], backend: Backend) -> 
         yield f"INSERT INTO {table} VALUES\n  " + ",\n  ".join(batch) + ";\n"
 
 
-def _header(plan: RetentionPlan, comment: str) -> Iterator[str]:
+def shell_command(plan: RetentionPlan, script: str = "plan.sql") -> str:
+    """The command that runs the script on the planned database (a DSN's password masked)."""
+    target = plan.target
+    if isinstance(target, PostgresTarget):
+        return f"psql {shlex.quote(redact(target.conninfo))} -f {script}"
+    return f"sqlite3 {shlex.quote(str(target.path))} < {script}"
+
+
+def _header(plan: RetentionPlan) -> Iterator[str]:
     freed = plan.freed
     deleting = plan.deleting
     reparented = sum(len(p.reparented) for p in deleting)
@@ -67,14 +79,13 @@ def _header(plan: RetentionPlan, comment: str) -> Iterator[str]:
         + (f", {freed.blobs:,} blob rows" if plan.backend is Backend.POSTGRES else "")
         + f" ({human_bytes(freed.total_bytes)} stored) in {len(deleting):,} lineages;"
         f" re-parents {reparented:,} checkpoints",
-        "Review it, then run it with the database's shell:",
-        f"    {comment}",
+        f"Review it, then run it with the database's shell: {shell_command(plan)}",
         "It deletes nothing if a planned thread changed after the plan was made; the freed pages go back to",
         "the disk only after a VACUUM (ckpt inspect storage says whether one is worth it).",
     ]
     for line in lines:
-        # The database's description names a path or a DSN (its password masked): kept on one comment line.
-        yield "-- " + " ".join(line.split()) + "\n"
+        # A path or a DSN may hold anything: one comment line, every control character escaped.
+        yield "-- " + printable(" ".join(line.split())) + "\n"
 
 
 def _rows(plan: RetentionPlan) -> dict[str, list[tuple[object, ...]]]:
@@ -127,9 +138,9 @@ WHERE l.checkpoints <> (SELECT count(*) FROM {checkpoints} c
                    WHERE w.thread_id = l.thread_id AND w.checkpoint_ns = l.checkpoint_ns)"""
 
 
-def sqlite_script(plan: RetentionPlan, database_hint: str = "DATABASE") -> str:
+def sqlite_script(plan: RetentionPlan) -> str:
     checkpoints, writes = _SQLITE_TABLES["checkpoints"], _SQLITE_TABLES["checkpoint_writes"]
-    parts = [*_header(plan, f"sqlite3 {database_hint} < plan.sql")]
+    parts = [*_header(plan)]
     # Stop at the first error: the open transaction is then rolled back as the shell exits.
     parts += [".bail on\n", "BEGIN IMMEDIATE;\n"]
     parts += _load(plan, Backend.SQLITE, "")
@@ -160,7 +171,7 @@ def sqlite_script(plan: RetentionPlan, database_hint: str = "DATABASE") -> str:
 def postgres_script(plan: RetentionPlan) -> str:
     tables = plan.tables
     checkpoints, writes, blobs = tables["checkpoints"], tables["checkpoint_writes"], tables["checkpoint_blobs"]
-    parts = [*_header(plan, "psql 'postgresql://...' -f plan.sql")]
+    parts = [*_header(plan)]
     parts += [
         "\\set ON_ERROR_STOP on\n",
         "BEGIN;\n",
@@ -192,7 +203,7 @@ def postgres_script(plan: RetentionPlan) -> str:
     return "".join(parts)
 
 
-def plan_to_sql(plan: RetentionPlan, database_hint: str = "DATABASE") -> str:
+def plan_to_sql(plan: RetentionPlan) -> str:
     if plan.backend is Backend.POSTGRES:
         return postgres_script(plan)
-    return sqlite_script(plan, database_hint)
+    return sqlite_script(plan)

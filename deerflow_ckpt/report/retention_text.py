@@ -126,8 +126,12 @@ def _naive(plan: RetentionPlan, console: Console) -> None:
 def _next_steps(plan: RetentionPlan, console: Console) -> None:
     if not plan.deleting:
         return
-    shell = "psql DSN -f plan.sql" if plan.backend is Backend.POSTGRES else "sqlite3 DATABASE < plan.sql"
+    from deerflow_ckpt.report.retention_sql import shell_command
+
     console.print(
-        f"Next: ckpt plan retention {plan.policy.describe()} --format sql -o plan.sql; review it; run {shell}; "
-        "then ckpt verify-shape (the plan introduces no finding) and a VACUUM to give the disk back."
+        Text(
+            f"Next: ckpt plan retention {plan.policy.describe()} --format sql -o plan.sql; review it; run "
+            f"{printable(shell_command(plan))}; then ckpt verify-shape (the plan introduces no finding) and a "
+            "VACUUM to give the disk back."
+        )
     )
