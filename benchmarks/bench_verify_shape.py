@@ -21,6 +21,10 @@ checkpoints it covered and the peak RSS of that process and its children. On a s
 over the scan's thread ranges: ckpt's three queries through cursors with every value judged and nothing
 else done, and the same queries by COPY BINARY with rows not even parsed.
 
+`--plan` adds `plan retention --keep-newest 10` rendered as its SQL script and as its json at --jobs processes,
+and prints each one's ratio to the scan at the same process count (the target: at most 2x, under 200 MB peak
+RSS, on the 1.4 GB database above).
+
 `--deep` adds `verify-shape --deep` at 1 and --jobs processes and prints its ratio to the plain scan at the
 same process count (the target: at most 3x, under 200 MB peak RSS, on the 1.4 GB database above).
 """
@@ -87,6 +91,24 @@ def ckpt_scan(target: str, jobs: int, since: str | None = None, deep: bool = Fal
     settings = ShapeSettings(expected_cadence=10, since=since, deep=deep)
     report = scan(ScanRequest(choice, settings, "benchmark"), jobs=jobs)
     return report.checkpoints
+
+
+def ckpt_plan(target: str, jobs: int, output_format: str) -> int:
+    """`plan retention --keep-newest 10` rendered as the script (or the plan's json), written to /dev/null."""
+    from deerflow_ckpt.analysis.retention import RetentionPolicy
+    from deerflow_ckpt.commands.plan_retention import RetentionRequest, plan_retention
+    from deerflow_ckpt.report.retention_json import plan_to_json
+    from deerflow_ckpt.report.retention_sql import plan_to_sql
+    from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
+
+    request = RetentionRequest(
+        DatabaseChoice(target_from_argument(target), "benchmark"), RetentionPolicy(keep_newest=10)
+    )
+    plan = plan_retention(request, jobs=jobs)
+    with open("/dev/null", "w") as sink:
+        for chunk in plan_to_sql(plan) if output_format == "sql" else plan_to_json(plan):
+            sink.write(chunk)
+    return plan.checkpoints
 
 
 def since_for_share(backend: str, target: str, share: float) -> tuple[str, int]:
@@ -219,6 +241,8 @@ WORKLOADS: dict[str, Callable[..., int]] = {
     "bare-postgres": bare_select_postgres,
     "ckpt": ckpt_scan,
     "ckpt-deep": lambda target, jobs, since=None: ckpt_scan(target, jobs, since, deep=True),
+    "ckpt-plan-sql": lambda target, jobs, since=None: ckpt_plan(target, jobs, "sql"),
+    "ckpt-plan-json": lambda target, jobs, since=None: ckpt_plan(target, jobs, "json"),
     "saver-sqlite": saver_list_sqlite,
     "saver-postgres": saver_list_postgres,
     "saver-all-sqlite": saver_list_all_sqlite,
@@ -231,7 +255,9 @@ def _measure(workload: str, target: str, jobs: int, since: str | None = None) ->
     function = WORKLOADS[workload]
     if workload.startswith(("ckpt", "floor")):
         # Start-up (interpreter and imports, the same for every run) is left out: the scan itself is timed.
+        import deerflow_ckpt.commands.plan_retention
         import deerflow_ckpt.commands.verify_shape
+        import deerflow_ckpt.report.retention_sql
         import deerflow_ckpt.store.postgres
         import deerflow_ckpt.store.sqlite  # noqa: F401
     started = time.perf_counter()
@@ -270,6 +296,9 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="postgres: also time the fetch-and-judge floors at --jobs processes"
     )
+    parser.add_argument(
+        "--plan", action="store_true", help="also time plan retention --keep-newest 10 (sql and json) at --jobs"
+    )
     args = parser.parse_args()
 
     run(f"bare-{args.backend}", args.target)  # warm the page cache / shared buffers
@@ -296,6 +325,9 @@ def main() -> None:
     deep_labels = [(f"ckpt --deep, {jobs} process{'es' if jobs > 1 else ''}", jobs) for jobs in (1, args.jobs)]
     if args.deep:
         workloads += [(label, "ckpt-deep", jobs) for label, jobs in deep_labels]
+    plan_labels = [(f"plan retention --format {f}, {args.jobs} proc.", f"ckpt-plan-{f}") for f in ("sql", "json")]
+    if args.plan:
+        workloads += [(label, workload, args.jobs) for label, workload in plan_labels]
     if args.floor and args.backend == "postgres":
         workloads += [
             (f"floor: cursors, judge only, {args.jobs} proc.", "floor-cursor", args.jobs),
@@ -326,6 +358,10 @@ def main() -> None:
     if since_label:
         full = f"ckpt scan, {args.jobs} processes"
         print(f"{since_label}: {medians[since_label] / medians[full]:.1%} of the full scan's median wall seconds")
+    if args.plan:
+        plain = f"ckpt scan, {args.jobs} processes"
+        for label, _ in plan_labels:
+            print(f"{label}: {medians[label] / medians[plain]:.2f}x the wall seconds of '{plain}'")
     if args.deep:
         for (label, _), (plain, _, _) in zip(deep_labels, workloads[1:3], strict=True):
             print(f"{label}: {medians[label] / medians[plain]:.2f}x the wall seconds of '{plain}'")

@@ -9,7 +9,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from deerflow_ckpt.errors import OutputError
@@ -105,8 +105,9 @@ def remove_stale_temporaries(target: Path) -> None:
                 leftover.unlink()
 
 
-def write_atomically(path: Path, data: bytes, expected: bytes | None = None) -> None:
-    """Replace `path` with `data`, keeping its mode, owner (where allowed) and extended attributes.
+def write_atomically(path: Path, data: bytes | Iterable[bytes], expected: bytes | None = None) -> None:
+    """Replace `path` with `data` (or its chunks, written as they come), keeping its mode, owner (where allowed)
+    and extended attributes.
 
     A symlink is followed, so the link keeps pointing at the rewritten target. Refused: a file whose mode
     denies this user writing (even to root), a file owned by someone else (unless root, who keeps the
@@ -161,14 +162,17 @@ def _copy_extended_attributes(source: Path, destination: str) -> None:
             os.setxattr(destination, name, os.getxattr(source, name))
 
 
-def _replace(target: Path, data: bytes, status: os.stat_result | None, expected: bytes | None) -> None:
+def _replace(
+    target: Path, data: bytes | Iterable[bytes], status: os.stat_result | None, expected: bytes | None
+) -> None:
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
     except OSError as exc:
         raise OutputError(f"cannot write next to {target}: {exc.strerror}") from exc
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                stream.write(chunk)
             stream.flush()
             os.fsync(stream.fileno())
         if status is not None:

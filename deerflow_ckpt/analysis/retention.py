@@ -195,11 +195,26 @@ def read_chain(graph: LineageGraph, record: CheckpointRecord) -> list[Checkpoint
     if not _needs_walk(record):
         return []
     chain: list[CheckpointRecord] = []
-    for ancestor in graph.ancestors(record):
-        chain.append(ancestor)
-        if _stops_walk(graph, ancestor):
+    current = record.parent_record
+    # At most one pass over the lineage: a cycle of parent ids (CK303) ends the walk there.
+    for _ in range(len(graph.records)):
+        if current is None:
             break
+        chain.append(current)
+        if _stops_walk(graph, current):
+            break
+        current = current.parent_record
     return chain
+
+
+def _head_path(graph: LineageGraph) -> set[str]:
+    """The newest checkpoint and its ancestors."""
+    current: CheckpointRecord | None = graph.head()
+    path: set[str] = set()
+    while current is not None and current.checkpoint_id not in path:
+        path.add(current.checkpoint_id)
+        current = current.parent_record
+    return path
 
 
 def _policy_keeps(graph: LineageGraph, policy: RetentionPolicy, head_path: set[str]) -> set[str]:
@@ -246,22 +261,33 @@ def _deletion(
     """The rows `deleted` takes with it, named by full key, or why the lineage must be left whole."""
     if not rows.text_keys():
         return "its keys are not all text: a script could not name its rows exactly"
-    if set(map(str, rows.checkpoint_ids)) != set(graph.by_id):
+    if rows.checkpoints != len(graph.records) or rows.newest != graph.head().checkpoint_id:
         return "it changed while it was read (a writer is active): plan it again"
-    gone = set(deleted)
-    writes = [(str(c), str(t), int(i)) for c, t, i in rows.writes if c in gone]  # type: ignore[call-overload]
+    # The deleted ids themselves (one string each, shared with the plan), keyed by the rows' equal strings.
+    gone = {checkpoint_id: checkpoint_id for checkpoint_id in deleted}
+    writes: list[tuple[str, str, int]] = []
+    for checkpoint_id, task_id, idx in rows.writes:
+        owner = gone.get(checkpoint_id)  # type: ignore[call-overload]
+        if owner is not None:
+            if type(task_id) is not str or type(idx) is not int:
+                return "its write rows' keys are not all text: a script could not name them exactly"
+            writes.append((owner, task_id, idx))
     # A blob goes when a deleted checkpoint names its version and no kept one does (Postgres).
-    kept_versions = {item for cid in kept for item in rows.versions.get(cid, {}).items()}
-    gone_versions = {item for cid in deleted for item in rows.versions.get(cid, {}).items()} - kept_versions
-    blobs = [(str(ch), str(v), size) for ch, v, size in rows.blobs if (ch, v) in gone_versions]
+    blobs: list[tuple[str, str]] = []
+    if rows.blobs:
+        kept_versions = {item for cid in kept for item in rows.versions.get(cid, {}).items()}
+        gone_versions = {item for cid in deleted for item in rows.versions.get(cid, {}).items()} - kept_versions
+        for channel, version, size in rows.blobs:
+            if (channel, version) in gone_versions:
+                blobs.append((str(channel), str(version)))
+                freed.blob_bytes += size
     freed.writes = len(writes)
     freed.blobs = len(blobs)
-    freed.blob_bytes = sum(size for _, _, size in blobs)
     return LineageDeletion(
         writes=writes,
-        blobs=[(channel, version) for channel, version, _ in blobs],
-        guard_checkpoints=len(rows.checkpoint_ids),
-        guard_newest=max(map(str, rows.checkpoint_ids)),
+        blobs=blobs,
+        guard_checkpoints=rows.checkpoints,
+        guard_newest=str(rows.newest),
         guard_writes=len(rows.writes),
     )
 
@@ -339,7 +365,7 @@ def plan_lineage(
     lineage's row keys (store/row_keys.py) it also names every row to delete, for a script."""
     graph = LineageGraph(lineage, backend)
     head = graph.head()
-    head_path = {head.checkpoint_id, *(record.checkpoint_id for record in graph.ancestors(head))}
+    head_path = _head_path(graph)
     policy_kept = _policy_keeps(graph, policy, head_path)
     kept: dict[str, KeepReason] = {head.checkpoint_id: KeepReason.NEWEST}
     # Pending writes are state: writes stored under a checkpoint no child has applied yet.
@@ -363,7 +389,7 @@ def plan_lineage(
         reparented=tuple(_reparents(graph, kept, gone)),
         freed=_freed(graph, deleted),
         widest=widest,
-        branch_steps_lost=sum(1 for cid in head_path & gone if graph.by_id[cid].message_write_rows > 0),
+        branch_steps_lost=sum(graph.by_id[cid].message_write_rows > 0 for cid in head_path & gone),
         naive_deleted=tuple(sorted(kept.keys() - naive_kept)),
         naive_breaks=tuple(_broken_reads(graph, naive_kept)) if naive_kept != kept.keys() else (),
     )

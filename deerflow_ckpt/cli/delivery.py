@@ -39,15 +39,21 @@ def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) 
 
 def deliver(text: str, output: Path | None) -> None:
     """The payload to stdout, or to --output (written atomically: the old bytes or the whole report)."""
+    deliver_chunks((text,), output)
+
+
+def deliver_chunks(chunks: Iterable[str], output: Path | None) -> None:
+    """deliver() for a payload made piece by piece (a large script): never held whole in memory."""
     if output is None:
-        sys.stdout.write(text)
+        for chunk in chunks:
+            sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     from deerflow_ckpt.fileio import write_atomically
 
     if output.is_dir():
         raise OutputError(f"cannot write {output}: it is a directory")
-    write_atomically(output, text.encode("utf-8"))
+    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks))
 
 
 def deliver_github(command: str, annotations: Sequence[Annotation], output: Path | None, headline: str) -> None:

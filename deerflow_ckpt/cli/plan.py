@@ -112,11 +112,11 @@ def retention(
     if output_format is PlanFormat.json:
         from deerflow_ckpt.report.retention_json import plan_to_json
 
-        delivery.deliver(plan_to_json(plan), output)
+        delivery.deliver_chunks(plan_to_json(plan), output)
     elif output_format is PlanFormat.sql:
         from deerflow_ckpt.report.retention_sql import plan_to_sql
 
-        delivery.deliver(plan_to_sql(plan), output)
+        delivery.deliver_chunks(plan_to_sql(plan), output)
     else:
         from deerflow_ckpt.report.retention_text import render_plan
 

@@ -116,7 +116,7 @@ def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], Lin
             if present is None:
                 buffer[following.key] = following
             else:  # a NULL and an empty namespace read as one lineage: their rows are one too, never text
-                present.checkpoint_ids += following.checkpoint_ids
+                present.checkpoints += following.checkpoints
                 present.writes += following.writes
                 present.checkpoint_ns = None
         return buffer.pop(key)

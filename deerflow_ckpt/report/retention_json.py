@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from deerflow_ckpt.analysis.retention import FreedBytes, LineagePlan
@@ -55,9 +56,10 @@ def _lineage(plan: LineagePlan) -> dict[str, Any]:
     }
 
 
-def plan_to_json(plan: RetentionPlan) -> str:
+def plan_to_json(plan: RetentionPlan) -> Iterator[str]:
+    """The document in pieces, one lineage a line: a large plan is never held whole as text."""
     policy = plan.policy
-    document = {
+    head = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "plan retention",
         "database": plan.database,
@@ -77,6 +79,8 @@ def plan_to_json(plan: RetentionPlan) -> str:
             "freed": _freed(plan.freed),
         },
         "naive": {"deleted_beyond_plan": plan.naive_deleted, "breaks": dict(sorted(plan.naive_breaks.items()))},
-        "lineages": [_lineage(lineage) for lineage in plan.plans],
     }
-    return json.dumps(document, indent=2) + "\n"
+    yield json.dumps(head, indent=2)[:-2] + ',\n  "lineages": [\n'
+    for index, lineage in enumerate(plan.plans):
+        yield ("    " if index == 0 else ",\n    ") + json.dumps(_lineage(lineage), separators=(",", ":"))
+    yield "\n  ]\n}\n"

@@ -12,7 +12,7 @@ A kept checkpoint whose parent goes is re-parented onto its nearest kept ancesto
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 from deerflow_ckpt.analysis.storage import human_bytes
 from deerflow_ckpt.commands.plan_retention import RetentionPlan
@@ -29,30 +29,22 @@ _SQLITE_TABLES = {"checkpoints": "main.checkpoints", "checkpoint_writes": "main.
 
 def _sqlite_text(value: str) -> str:
     if value.isprintable():
-        return "'" + value.replace("'", "''") + "'"
+        return f"'{value}'" if "'" not in value else "'" + value.replace("'", "''") + "'"
     # Control characters stay out of the script's text: the bytes, spelled in hex.
     return f"CAST(x'{value.encode('utf-8').hex()}' AS TEXT)"
 
 
 def _postgres_text(value: str) -> str:
     if value.isprintable():
-        return "'" + value.replace("'", "''") + "'"
+        return f"'{value}'" if "'" not in value else "'" + value.replace("'", "''") + "'"
     return f"convert_from('\\x{value.encode('utf-8').hex()}'::bytea, 'UTF8')"
 
 
-def _literal(value: object, backend: Backend) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, int):
-        return str(value)
-    assert isinstance(value, str)
-    return _sqlite_text(value) if backend is Backend.SQLITE else _postgres_text(value)
-
-
-def _inserts(table: str, rows: Iterable[Sequence[object]], backend: Backend) -> Iterator[str]:
+def _inserts(table: str, rows: Iterable[str]) -> Iterator[str]:
+    """INSERT statements of ROWS_PER_INSERT rows each; `rows` are already spelled as SQL tuples."""
     batch: list[str] = []
     for row in rows:
-        batch.append("(" + ", ".join(_literal(value, backend) for value in row) + ")")
+        batch.append(row)
         if len(batch) == ROWS_PER_INSERT:
             yield f"INSERT INTO {table} VALUES\n  " + ",\n  ".join(batch) + ";\n"
             batch = []
@@ -88,22 +80,27 @@ def _header(plan: RetentionPlan) -> Iterator[str]:
         yield "-- " + printable(" ".join(line.split())) + "\n"
 
 
-def _rows(plan: RetentionPlan) -> dict[str, list[tuple[object, ...]]]:
-    lineages: list[tuple[object, ...]] = []
-    checkpoints: list[tuple[object, ...]] = []
-    writes: list[tuple[object, ...]] = []
-    blobs: list[tuple[object, ...]] = []
-    reparents: list[tuple[object, ...]] = []
+def _rows(plan: RetentionPlan, name: str, text: Callable[[str], str]) -> Iterator[str]:
+    """The rows of temporary table `name`, each spelled as a SQL tuple (a lineage's key spelled once)."""
     for lineage in plan.deleting:
         deletion = lineage.deletion
         assert deletion is not None
-        key = (lineage.thread_id, lineage.checkpoint_ns)
-        lineages.append((*key, deletion.guard_checkpoints, deletion.guard_newest, deletion.guard_writes))
-        checkpoints.extend((*key, checkpoint_id) for checkpoint_id in lineage.deleted)
-        writes.extend((*key, *row) for row in deletion.writes)
-        blobs.extend((*key, *row) for row in deletion.blobs)
-        reparents.extend((*key, r.checkpoint_id, r.old_parent, r.new_parent) for r in lineage.reparented)
-    return {"lineages": lineages, "checkpoints": checkpoints, "writes": writes, "blobs": blobs, "reparent": reparents}
+        key = f"{text(lineage.thread_id)}, {text(lineage.checkpoint_ns)}"
+        if name == "lineages":
+            newest, checkpoints, writes = deletion.guard_newest, deletion.guard_checkpoints, deletion.guard_writes
+            yield f"({key}, {checkpoints}, {text(newest)}, {writes})"
+        elif name == "checkpoints":
+            yield from (f"({key}, {text(checkpoint_id)})" for checkpoint_id in lineage.deleted)
+        elif name == "writes":
+            # Each deleted checkpoint's id spelled once, for all its write rows.
+            spelled = {checkpoint_id: text(checkpoint_id) for checkpoint_id in lineage.deleted}
+            yield from (f"({key}, {spelled[c]}, {text(t)}, {i})" for c, t, i in deletion.writes)
+        elif name == "blobs":
+            yield from (f"({key}, {text(channel)}, {text(version)})" for channel, version in deletion.blobs)
+        else:
+            for r in lineage.reparented:
+                parent = "NULL" if r.new_parent is None else text(r.new_parent)
+                yield f"({key}, {text(r.checkpoint_id)}, {text(r.old_parent)}, {parent})"
 
 
 _COLUMNS = {
@@ -120,11 +117,12 @@ _COLUMNS = {
 
 def _load(plan: RetentionPlan, backend: Backend, suffix: str) -> Iterator[str]:
     """The plan's keys into temporary tables ckpt_plan_<name>."""
-    for name, rows in _rows(plan).items():
+    text = _sqlite_text if backend is Backend.SQLITE else _postgres_text
+    for name, columns in _COLUMNS.items():
         if name == "blobs" and backend is not Backend.POSTGRES:
             continue
-        yield f"CREATE TEMP TABLE ckpt_plan_{name} ({_COLUMNS[name]}){suffix};\n"
-        yield from _inserts(f"ckpt_plan_{name}", rows, backend)
+        yield f"CREATE TEMP TABLE ckpt_plan_{name} ({columns}){suffix};\n"
+        yield from _inserts(f"ckpt_plan_{name}", _rows(plan, name, text))
 
 
 def _changed_lineages(checkpoints: str, writes: str, newest: str) -> str:
@@ -138,12 +136,13 @@ WHERE l.checkpoints <> (SELECT count(*) FROM {checkpoints} c
                    WHERE w.thread_id = l.thread_id AND w.checkpoint_ns = l.checkpoint_ns)"""
 
 
-def sqlite_script(plan: RetentionPlan) -> str:
+def sqlite_script(plan: RetentionPlan) -> Iterator[str]:
     checkpoints, writes = _SQLITE_TABLES["checkpoints"], _SQLITE_TABLES["checkpoint_writes"]
-    parts = [*_header(plan)]
+    yield from _header(plan)
     # Stop at the first error: the open transaction is then rolled back as the shell exits.
-    parts += [".bail on\n", "BEGIN IMMEDIATE;\n"]
-    parts += _load(plan, Backend.SQLITE, "")
+    yield ".bail on\nBEGIN IMMEDIATE;\n"
+    yield from _load(plan, Backend.SQLITE, "")
+    parts: list[str] = []
     changed = _changed_lineages(checkpoints, writes, "c.checkpoint_id").replace("IS DISTINCT FROM", "IS NOT")
     parts.append(f"CREATE TEMP TABLE ckpt_plan_changed AS\n{changed};\n")
     guard = f'changed INTEGER NOT NULL CONSTRAINT "{GUARD_MESSAGE}" CHECK (changed = 0)'
@@ -165,21 +164,18 @@ def sqlite_script(plan: RetentionPlan) -> str:
         f"  (SELECT thread_id, checkpoint_ns, checkpoint_id FROM ckpt_plan_checkpoints) AND {unchanged};\n"
     )
     parts.append("COMMIT;\n")
-    return "".join(parts)
+    yield "".join(parts)
 
 
-def postgres_script(plan: RetentionPlan) -> str:
+def postgres_script(plan: RetentionPlan) -> Iterator[str]:
     tables = plan.tables
     checkpoints, writes, blobs = tables["checkpoints"], tables["checkpoint_writes"], tables["checkpoint_blobs"]
-    parts = [*_header(plan)]
-    parts += [
-        "\\set ON_ERROR_STOP on\n",
-        "BEGIN;\n",
-        "SET LOCAL lock_timeout = '10s';\n",
-        # Writers wait from the check to the commit, so nothing can change between them; readers do not wait.
-        f"LOCK TABLE {checkpoints}, {writes}, {blobs} IN SHARE ROW EXCLUSIVE MODE;\n",
-    ]
-    parts += _load(plan, Backend.POSTGRES, " ON COMMIT DROP")
+    yield from _header(plan)
+    yield "\\set ON_ERROR_STOP on\nBEGIN;\nSET LOCAL lock_timeout = '10s';\n"
+    # Writers wait from the check to the commit, so nothing can change between them; readers do not wait.
+    yield f"LOCK TABLE {checkpoints}, {writes}, {blobs} IN SHARE ROW EXCLUSIVE MODE;\n"
+    yield from _load(plan, Backend.POSTGRES, " ON COMMIT DROP")
+    parts: list[str] = []
     changed = _changed_lineages(checkpoints, writes, 'c.checkpoint_id COLLATE "C"')
     parts.append(
         "DO $ckpt$\nDECLARE changed text;\nBEGIN\n"
@@ -200,10 +196,11 @@ def postgres_script(plan: RetentionPlan) -> str:
         "WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = p.checkpoint_id;\n"
     )
     parts.append("COMMIT;\n")
-    return "".join(parts)
+    yield "".join(parts)
 
 
-def plan_to_sql(plan: RetentionPlan) -> str:
+def plan_to_sql(plan: RetentionPlan) -> Iterator[str]:
+    """The script in pieces, as it is written: a large plan's script is never held whole."""
     if plan.backend is Backend.POSTGRES:
         return postgres_script(plan)
     return sqlite_script(plan)

@@ -26,7 +26,10 @@ class LineageRows:
 
     thread_id: object
     checkpoint_ns: object
-    checkpoint_ids: list[object] = field(default_factory=list)
+    # How many checkpoints, the greatest id (byte order), and whether every id is text.
+    checkpoints: int = 0
+    newest: object = None
+    ids_are_text: bool = True
     # (checkpoint_id, task_id, idx) of every write row, orphans included.
     writes: list[tuple[object, object, object]] = field(default_factory=list)
     # Postgres: checkpoint id -> {channel: version}, and (channel, version, bytes) of every blob row.
@@ -39,11 +42,15 @@ class LineageRows:
         return key_text(self.thread_id), key_text(self.checkpoint_ns) if self.checkpoint_ns is not None else ""
 
     def text_keys(self) -> bool:
-        """Every key column of every row is text: only then can a script name the rows exactly."""
-        values = [self.thread_id, self.checkpoint_ns, *self.checkpoint_ids]
-        values += [part for row in self.writes for part in row[:2]]
-        values += [part for row in self.blobs for part in row[:2]]
-        return all(type(value) is str for value in values) and all(type(row[2]) is int for row in self.writes)
+        """The lineage's own key and its checkpoint ids are text (write rows are checked where they are named)."""
+        return type(self.thread_id) is str and type(self.checkpoint_ns) is str and self.ids_are_text
+
+    def add_checkpoint(self, checkpoint_id: object) -> None:
+        self.checkpoints += 1
+        if type(checkpoint_id) is not str:
+            self.ids_are_text = False
+        elif self.newest is None or checkpoint_id > self.newest:  # type: ignore[operator]
+            self.newest = checkpoint_id
 
 
 def lineage_rows(target: DatabaseTarget, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageRows]:
@@ -56,7 +63,11 @@ def lineage_rows(target: DatabaseTarget, selection: ThreadSelection = ALL_THREAD
 
 # -- SQLite ----------------------------------------------------------------------------------------------
 
-_SQLITE_CHECKPOINTS = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints {where} ORDER BY 1, 2, 3"
+# One row per lineage, from the primary key's index: its count, greatest id, and ids that are not text.
+_SQLITE_CHECKPOINTS = (
+    "SELECT thread_id, checkpoint_ns, count(*), max(checkpoint_id), sum(typeof(checkpoint_id) <> 'text') "
+    "FROM checkpoints {where} GROUP BY thread_id, checkpoint_ns ORDER BY thread_id, checkpoint_ns"
+)
 _SQLITE_WRITES = (
     "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM writes {where} ORDER BY 1, 2, 3, 4, 5"
 )
@@ -73,7 +84,8 @@ def _sqlite_rows(target: SqliteTarget, selection: ThreadSelection) -> Iterator[L
         connection.execute("BEGIN")
         checkpoints = connection.execute(_SQLITE_CHECKPOINTS.format(where=where), parameters)
         writes = connection.execute(_SQLITE_WRITES.format(where=where), parameters)
-        yield from _merge(checkpoints, writes, iter(()), lambda key: tuple(sqlite_order(part) for part in key))
+        order = lambda key: tuple(sqlite_order(part) for part in key)  # noqa: E731
+        yield from _merge(checkpoints, writes, iter(()), order, aggregated=True)
         connection.execute("COMMIT")
     except sqlite3.Error as exc:
         raise StoreError(f"reading {target.path} failed: {exc}") from exc
@@ -82,23 +94,26 @@ def _sqlite_rows(target: SqliteTarget, selection: ThreadSelection) -> Iterator[L
 
 
 def _merge(
-    checkpoints: Iterator[Any], writes: Iterator[Any], blobs: Iterator[Any], order: Any
+    checkpoints: Iterator[Any], writes: Iterator[Any], blobs: Iterator[Any], order: Any, aggregated: bool
 ) -> Iterator[LineageRows]:
     """Lineages from streams that share one order of (thread_id, checkpoint_ns); write and blob rows of a
-    lineage without checkpoints are passed over."""
+    lineage without checkpoints are passed over. `aggregated`: one checkpoints row per lineage (SQLite)."""
     pending_write = next(writes, None)
     pending_blob = next(blobs, None)
     current: LineageRows | None = None
     for row in checkpoints:
-        thread_id, ns, checkpoint_id = row[0], row[1], row[2]
+        thread_id, ns = row[0], row[1]
         if current is None or thread_id != current.thread_id or ns != current.checkpoint_ns:
             if current is not None:
                 pending_write, pending_blob = _fill(current, writes, pending_write, blobs, pending_blob, order)
                 yield current
             current = LineageRows(thread_id, ns)
-        current.checkpoint_ids.append(checkpoint_id)
-        if len(row) > 3 and isinstance(row[3], dict):
-            current.versions[str(checkpoint_id)] = {str(k): str(v) for k, v in row[3].items()}
+        if aggregated:
+            current.checkpoints, current.newest, current.ids_are_text = row[2], row[3], not row[4]
+        else:
+            current.add_checkpoint(row[2])
+            if isinstance(row[3], dict):
+                current.versions[str(row[2])] = {str(k): str(v) for k, v in row[3].items()}
     if current is not None:
         _fill(current, writes, pending_write, blobs, pending_blob, order)
         yield current
@@ -107,15 +122,21 @@ def _merge(
 def _fill(
     lineage: LineageRows, writes: Iterator[Any], write: Any, blobs: Iterator[Any], blob: Any, order: Any
 ) -> tuple[Any, Any]:
-    key = (lineage.thread_id, lineage.checkpoint_ns)
-    here = order(key)
-    while write is not None and order((write[0], write[1])) <= here:
-        if (write[0], write[1]) == key:
-            lineage.writes.append((write[2], write[3], write[4]))
+    """Take the lineage's write and blob rows from the streams, passing over rows of lineages before it."""
+    thread_id, ns = lineage.thread_id, lineage.checkpoint_ns
+    here = order((thread_id, ns))
+    appended = lineage.writes.append
+    while write is not None:
+        if write[0] == thread_id and write[1] == ns:
+            appended((write[2], write[3], write[4]))
+        elif order((write[0], write[1])) > here:
+            break
         write = next(writes, None)
-    while blob is not None and order((blob[0], blob[1])) <= here:
-        if (blob[0], blob[1]) == key:
+    while blob is not None:
+        if blob[0] == thread_id and blob[1] == ns:
             lineage.blobs.append((blob[2], blob[3], int(blob[4] or 0)))
+        elif order((blob[0], blob[1])) > here:
+            break
         blob = next(blobs, None)
     return write, blob
 
@@ -196,7 +217,8 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
             cursors.append(cursor)
         prefetcher = Prefetcher(cursors, _PG_BATCH_ROWS, read_timeout=target.timeouts.network)
         try:
-            yield from _merge(prefetcher.rows(0), prefetcher.rows(1), prefetcher.rows(2), _postgres_order)
+            rows = prefetcher.rows
+            yield from _merge(rows(0), rows(1), rows(2), _postgres_order, aggregated=False)
         finally:
             prefetcher.close()
         connection.rollback()
