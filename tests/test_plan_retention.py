@@ -319,3 +319,129 @@ def test_a_thread_changed_after_the_plan_makes_the_script_delete_nothing(
     again = live.apply(_plan(live.db, "--keep-newest", "3", output_format="sql"))
     assert again.returncode == 0, again.stderr
     assert _counts(live)[0] < before[0]
+
+
+def _sum(copy: Copy, sql: str) -> int:
+    return int(copy.query(sql)[0][0] or 0)
+
+
+@pytest.mark.slow
+def test_what_it_frees_is_what_the_deletion_takes(built: BuiltDatabase, tmp_path: Path, copies: list[Copy]) -> None:
+    """Rows and stored bytes per table, against the database's own sums over what the script deleted."""
+    pruned = _copy(built, tmp_path, copies, "pruned")
+    sqlite = built.backend == "sqlite"
+    writes_table = "writes" if sqlite else "checkpoint_writes"
+    value = "value" if sqlite else "blob"
+    size = "length" if sqlite else "octet_length"
+    text = "" if sqlite else "::text"
+    totals = {
+        "checkpoint_bytes": f"SELECT sum({size}(checkpoint{text}) + {size}(metadata{text})) FROM checkpoints",
+        "checkpoints": "SELECT count(*) FROM checkpoints",
+        "writes": f"SELECT count(*) FROM {writes_table}",
+        "write_bytes": f"SELECT sum({size}({value})) FROM {writes_table}",
+    }
+    if not sqlite:
+        totals |= {
+            "blobs": "SELECT count(*) FROM checkpoint_blobs",
+            "blob_bytes": "SELECT sum(octet_length(blob)) FROM checkpoint_blobs",
+        }
+    before = {name: _sum(pruned, sql) for name, sql in totals.items()}
+    plan = json.loads(_plan(pruned.db, "--keep-newest", "2"))
+    done = pruned.apply(_plan(pruned.db, "--keep-newest", "2", output_format="sql"))
+    assert done.returncode == 0, done.stderr
+    freed = plan["totals"]["freed"]
+    for name, sql in totals.items():
+        assert before[name] - _sum(pruned, sql) == freed[name], name
+    assert freed["checkpoints"] > 100 and freed["writes"] > 100 and (sqlite or freed["blobs"] > 10)
+    assert sum(lineage["freed"]["total_bytes"] for lineage in plan["lineages"]) == freed["total_bytes"]
+
+
+@pytest.mark.slow
+def test_keep_since_keeps_what_was_written_since(built: BuiltDatabase, tmp_path: Path, copies: list[Copy]) -> None:
+    pruned = _copy(built, tmp_path, copies, "pruned")
+    ids = sorted(row[0] for row in pruned.query("SELECT checkpoint_id FROM checkpoints"))
+    boundary = ids[len(ids) // 2]
+    plan = json.loads(_plan(pruned.db, "--keep-since", boundary))
+    deleted = {cid for lineage in plan["lineages"] for cid in lineage["deleted"]}
+    assert deleted and all(cid < boundary for cid in deleted)
+    assert plan["policy"]["keep_since"] == boundary
+    done = pruned.apply(_plan(pruned.db, "--keep-since", boundary, output_format="sql"))
+    assert done.returncode == 0, done.stderr
+    remaining = {row[0] for row in pruned.query("SELECT checkpoint_id FROM checkpoints")}
+    assert {cid for cid in ids if cid >= boundary} <= remaining and not remaining & deleted
+
+
+def test_one_thread_and_the_refusals(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    plan = json.loads(_plan(retention_sqlite.db, "--keep-newest", "2", "--thread", "clean-delta-k3"))
+    assert {lineage["thread_id"] for lineage in plan["lineages"]} == {"clean-delta-k3"} and plan["totals"][
+        "threads"
+    ] == 1
+    code, _, err = run_ckpt("plan", "retention", "--db", retention_sqlite.db, "--keep-newest", "2", "--thread", "nope")
+    assert code == 2 and "no checkpoints for thread 'nope'" in err
+    code, _, err = run_ckpt("plan", "retention", "--db", retention_sqlite.db)
+    assert code == 2 and "name a policy" in err
+    code, _, err = run_ckpt(
+        "plan", "retention", "--db", retention_sqlite.db, "--keep-newest", "2", "-o", retention_sqlite.db
+    )
+    assert code == 2 and "would overwrite it" in err
+    code, _, err = run_ckpt("plan", "retention", "--db", retention_sqlite.db, "--keep-since", "yesterday")
+    assert code == 2 and "--keep-since" in err
+
+
+def test_planning_writes_nothing(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    import hashlib
+
+    def digest() -> str:
+        return hashlib.sha256(retention_sqlite.path.read_bytes()).hexdigest()
+
+    before = digest()
+    for output_format in ("text", "json", "sql"):
+        _plan(retention_sqlite.db, "--keep-newest", "1", output_format=output_format)
+    assert digest() == before
+
+
+def test_the_text_says_what_the_json_counts(retention_sqlite: BuiltDatabase) -> None:
+    plan = json.loads(_plan(retention_sqlite.db, "--keep-newest", "3"))
+    code, out, err = run_ckpt(
+        "plan", "retention", "--db", retention_sqlite.db, "--keep-newest", "3", "--color", "never"
+    )
+    assert code == 0, err
+    totals = plan["totals"]
+    deleted = totals["checkpoints"] - totals["keeps"]
+    assert f"{totals['checkpoints']:,} checkpoints: keeps {totals['keeps']:,}" in out and f"deletes {deleted:,}" in out
+    assert f"re-parents {totals['reparented']:,} kept checkpoint(s)" in out
+    breaks = plan["naive"]["breaks"]
+    assert f"break {sum(breaks.values()):,} read(s)" in out and f"CK302 x{breaks['CK302']}" in out
+    widened = next(lineage for lineage in plan["lineages"] if lineage["widest"])
+    assert f"{widened['thread_id']}: --keep-newest 3 keeps {widened['keeps']} here" in out
+
+
+@pytest.mark.slow
+def test_keys_a_script_cannot_name_exactly_are_left_whole(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A thread id with a quote and a newline is named exactly; one stored as a BLOB is left whole, and said so."""
+    db = tmp_path / "odd.db"
+    shutil.copyfile(retention_sqlite.path, db)
+    odd = "it's\na thread"
+    with sqlite3.connect(db) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'clean-delta-k3'", (odd,))
+            connection.execute(
+                f"UPDATE {table} SET thread_id = CAST('clean-delta-k2' AS BLOB) WHERE thread_id = 'clean-delta-k2'"
+            )
+    plan = json.loads(_plan(str(db), "--keep-newest", "2"))
+    by_thread = {lineage["thread_id"]: lineage for lineage in plan["lineages"]}
+    assert by_thread[odd]["deleted"] and by_thread[odd]["skipped"] is None
+    blob = by_thread["x'636c65616e2d64656c74612d6b32'"]
+    assert blob["skipped"] and "not all text" in blob["skipped"]
+    script = _plan(str(db), "--keep-newest", "2", output_format="sql")
+    done = subprocess.run(["sqlite3", str(db)], input=script, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as connection:
+        left = {
+            row[0] for row in connection.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?", (odd,))
+        }
+        blobs = connection.execute("SELECT count(*) FROM checkpoints WHERE typeof(thread_id) = 'blob'").fetchone()[0]
+    with sqlite3.connect(retention_sqlite.path) as connection:
+        whole = connection.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'clean-delta-k2'").fetchone()[0]
+    assert left and not left & set(by_thread[odd]["deleted"])
+    assert blobs == whole > 2
