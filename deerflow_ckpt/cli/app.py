@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.main
-from typer.core import TyperArgument, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.console import set_quiet
@@ -20,6 +20,11 @@ from deerflow_ckpt.redact import redact
 
 if TYPE_CHECKING:
     from typer._click.core import Command
+
+try:
+    from deerflow_ckpt.cli.params import install_direct_coercion
+except ImportError:  # a typer without its private coercion layer (before 0.29) never parses through pydantic
+    install_direct_coercion = None  # type: ignore[assignment]
 
 DEBUG_ENV = "CKPT_DEBUG"
 # typer vendors Click; its exception base is reachable from the public BadParameter.
@@ -59,6 +64,28 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _coerced_directly(params: list[Any]) -> list[Any]:
+    """`params` coerced without pydantic where typer's own functions can (cli/params.py), the help and
+    completion options included, which typer adds as a command parses."""
+    if install_direct_coercion is not None:
+        install_direct_coercion(params)
+    return params
+
+
+class _Command(TyperCommand):
+    __slots__ = ()  # each command's class is swapped for this one: the layout must stay TyperCommand's
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _coerced_directly(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    __slots__ = ()
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _coerced_directly(super().get_params(ctx))
+
+
 class _Argument(TyperArgument):
     """An argument listed in --help under its metavar alone."""
 
@@ -69,7 +96,12 @@ class _Argument(TyperArgument):
 
 def _helpful(command: Command) -> Command:
     """`command` and its subcommands with every argument shown as its metavar (no Python type beside it),
-    and each subcommand listed under its help's whole first paragraph (click cuts it at 45 characters)."""
+    each subcommand listed under its help's whole first paragraph (click cuts it at 45 characters), and
+    option values coerced without pydantic where typer's own functions can (_coerced_directly)."""
+    if type(command) is TyperCommand:
+        command.__class__ = _Command
+    elif type(command) is TyperGroup:
+        command.__class__ = _Group
     for param in command.params:
         if type(param) is TyperArgument:
             param.__class__ = _Argument
@@ -93,7 +125,7 @@ def load_command(name: str) -> Command | None:
     return _helpful(command)
 
 
-class _CkptGroup(TyperGroup):
+class _CkptGroup(_Group):
     """Every exception a command lets escape ends here: one redacted line on stderr, exit 2."""
 
     def list_commands(self, ctx: Any) -> list[str]:

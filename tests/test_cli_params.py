@@ -1,0 +1,104 @@
+"""Option values coerced without pydantic (cli/params.py) come out exactly as typer's own coercion makes them.
+
+Every option and argument of every command that takes the direct path is given the values an operator could
+type (each choice, other spellings of it, paths that exist as files or directories or not at all, text, lists)
+and coerced both ways: the same value of the same type, or the same refusal in the same words. And a
+migrate-config run, what pre-commit calls on every commit, imports no pydantic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import typer
+from typer._coercion import build_runtime_param
+
+from tests.test_manpages import contexts
+
+
+def _direct_params() -> list[tuple[Any, Any]]:
+    found = []
+    for ctx in contexts():
+        for param in ctx.command.get_params(ctx):
+            if type(getattr(param, "_runtime_param", None)).__name__ == "_DirectParam":
+                found.append((ctx, param))
+    return found
+
+
+def _samples(annotation: Any, tmp_path: Path) -> list[Any]:
+    if get_origin(annotation) is list:
+        items = _samples(get_args(annotation)[0], tmp_path)
+        return [tuple(items[:2]), tuple(items), ()]
+    if annotation is bool:
+        return [True, False]
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        values = [str(member.value) for member in annotation]
+        return [*values, values[0].upper(), "nope", ""]
+    existing = tmp_path / "config.yaml"
+    existing.write_text("database: {}\n")
+    return ["text", " spaced ", "-", str(existing), str(tmp_path), str(tmp_path / "missing" / "x.yaml"), "", "a b/'c'"]
+
+
+def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
+    try:
+        result = runtime.coerce(value, param=param, ctx=ctx)
+    except typer.BadParameter as exc:
+        return "refused", exc.format_message()
+    kinds = [type(item) for item in result] if isinstance(result, list | tuple) else type(result)
+    return "value", (result, kinds)
+
+
+def test_every_direct_option_agrees_with_typer(tmp_path: Path) -> None:
+    checked = set()
+    for ctx, param in _direct_params():
+        ours = param._runtime_param
+        theirs = build_runtime_param(param.type_descriptor)
+        assert type(theirs).__name__ != "_DirectParam"
+        for value in [None, *_samples(param.type_descriptor.annotation, tmp_path)]:
+            assert _outcome(ours, value, param, ctx) == _outcome(theirs, value, param, ctx), (
+                ctx.command_path,
+                param.name,
+                value,
+            )
+        checked.add((ctx.command_path, param.name))
+    # The commands pre-commit runs, with their paths, choices and lists.
+    assert {("ckpt migrate-config", "paths"), ("ckpt migrate-config", "output_format")} <= checked
+    assert {
+        ("ckpt lint-config", "files"),
+        ("ckpt lint-config", "assume_set"),
+        ("ckpt lint-config", "output"),
+    } <= checked
+    assert len(checked) >= 60
+
+
+def test_options_of_other_kinds_are_left_to_typer() -> None:
+    """An integer option (--jobs, --top) keeps typer's coercion: its bounds and messages are typer's."""
+    left = [
+        (ctx.command_path, param.name)
+        for ctx in contexts()
+        for param in ctx.command.get_params(ctx)
+        if getattr(param, "type_descriptor", None) is not None and param.type_descriptor.annotation is int
+    ]
+    assert ("ckpt verify-shape", "jobs") in left
+    for ctx, param in _direct_params():
+        assert param.type_descriptor.annotation is not int, (ctx.command_path, param.name)
+
+
+def test_migrate_config_imports_no_pydantic(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 10\n")
+    probe = (
+        "import json, sys\n"
+        "from deerflow_ckpt.cli.app import main\n"
+        f"sys.argv = ['ckpt', 'migrate-config', '--check', '--format', 'json', {str(config)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic')]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code == 1 and loaded == []
