@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from deerflow_ckpt.analysis.storage import human_bytes
 from tests.cli import run_ckpt
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -122,6 +123,32 @@ def test_text_report_on_a_store_after_deletes(built_storage: Callable[[str], Any
     for orphan in built.after_deletes_manifest.orphans:
         assert orphan in text
     assert "ckpt never runs VACUUM" in text and "freelist" in text
+
+
+def test_text_shows_the_vacuum_and_table_figures(built_storage: Callable[[str], Any], backend: str) -> None:
+    built = built_storage(backend)
+    document = _json("--db", str(built.after_deletes))
+    result = run_ckpt("inspect", "storage", "--db", str(built.after_deletes), env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    section = lines[lines.index("Tables and indexes") + 2 :]
+    rows = {line.split()[0]: line for line in section[: len(document["relations"])]}
+    for relation in document["relations"]:
+        cells = rows[relation["name"]]
+        # Every part of a table's bytes is shown: indexes on both backends, heap and TOAST apart on Postgres.
+        assert human_bytes(relation["index_bytes"]) in cells
+        if backend == "postgres":
+            assert human_bytes(relation["heap_bytes"]) in cells and human_bytes(relation["toast_bytes"]) in cells
+            assert relation["heap_bytes"] + relation["toast_bytes"] + relation["index_bytes"] == relation["bytes"]
+    if backend == "postgres":
+        assert "last (auto)analyze" in result.stdout
+    else:
+        used = human_bytes(document["sqlite"]["used_bytes"])
+        vacuum = next(advice for advice in document["advice"] if advice["subject"] == "VACUUM")
+        assert vacuum["urgency"] == "watch" and f"it needs about {used} free beside the file" in vacuum["message"]
+        assert f"a VACUUM would free at least {human_bytes(document['sqlite']['freelist_bytes'])}" in result.stdout
+    # The traffic ended more than a day before the run: the rate is the week up to now, and says so.
+    assert "up to now" in result.stdout and "last write " in result.stdout
 
 
 def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: Callable[[str], Any],
