@@ -134,6 +134,33 @@ def test_relations_are_dbstats_b_trees(variant: Variant) -> None:
     assert b_trees + files.freelist_bytes == files.database_bytes
 
 
+def test_with_auto_vacuum_every_b_tree_is_measured(storage: BuiltStorage, tmp_path: Path) -> None:
+    """The checkpoints table is the used pages less the other b-trees only where every used page is a
+    b-tree's: auto_vacuum adds pointer-map pages, so there dbstat measures it too."""
+    copy = tmp_path / "auto-vacuum.db"
+    shutil.copyfile(storage.after_deletes, copy)
+    with _connect_rw(copy) as connection:
+        connection.execute("PRAGMA auto_vacuum = FULL")
+        connection.execute("VACUUM")
+        assert _scalar(connection, "PRAGMA auto_vacuum") == 1
+    facts = _read(copy)
+    with _connect(copy) as connection:
+        pages = dict(connection.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+    by_name = {relation.name: relation for relation in facts.relations}
+    assert by_name["checkpoints"].bytes - by_name["checkpoints"].index_bytes == pages["checkpoints"]
+    files = facts.sqlite
+    assert files is not None and sum(relation.bytes for relation in facts.relations) < files.used_bytes
+
+
+@contextmanager
+def _connect_rw(path: Path) -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
 def test_without_dbstat_relations_are_estimated_and_say_so(
     storage: BuiltStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.native import holds
 from deerflow_ckpt.store.lean import ext_header
 from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V1, EXT_PYDANTIC_V2
 
@@ -246,11 +247,10 @@ def names_type(raw: bytes | memoryview | msgspec.Raw, kind: tuple[str, str]) -> 
     return (model.module, model.name) == kind
 
 
-def tool_outputs(data: bytes | memoryview) -> tuple[int, int]:
+def tool_outputs(data: bytes | memoryview | msgspec.Raw) -> tuple[int, int]:
     """(ToolMessage items, their bytes) in a `messages` value: a list, a snapshot of one, or one message (a
     write of a single value). Each item's type is read inertly from its ext payload's class name."""
-    # `in` on a memoryview compares items, not bytes.
-    if TOOL_MESSAGE_MARKER not in (data if type(data) is bytes else bytes(data)):
+    if not holds(data, TOOL_MESSAGE_MARKER):
         return 0, 0
     header = ext_header(data)
     if header is not None and header[0] == EXT_DELTA_SNAPSHOT:

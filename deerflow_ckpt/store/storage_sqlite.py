@@ -1,7 +1,8 @@
 """Where a SQLite checkpoint store's bytes are (`ckpt inspect storage`), read without writing.
 
 One `mode=ro` connection (store/sqlite.py) and one read transaction for the PRAGMAs, dbstat, the app
-table and the passes, so the figures describe one snapshot even while DeerFlow writes. Nothing here
+table and the passes, so the figures describe one snapshot even while DeerFlow writes. dbstat walks every
+b-tree but the checkpoints table, which is the used pages less the others (exact without auto_vacuum). Nothing here
 writes: no PRAGMA that sets anything, no wal_checkpoint. Sizes come from `length()`, which SQLite takes
 from the record header without reading overflow pages (never `CAST(... AS BLOB)` in a size query). Only
 the per-channel pass (`StorageRequest.channels`) reads the `checkpoint` values: msgspec splits each into
@@ -29,6 +30,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.native import holds
 from deerflow_ckpt.store.base64_peek import content_digest, find_base64_files
 from deerflow_ckpt.store.clock import (
     PREFIX_DIGITS,
@@ -260,12 +262,11 @@ def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: 
                     channel,
                     key_text(checkpoint_id),
                 )
-        if TOOL_MESSAGE_MARKER in data:
-            messages = values.get(MESSAGES)
-            if messages is not None:
-                count, tool_bytes = tool_outputs(bytes(messages))
-                tools[0] += count
-                tools[1] += tool_bytes
+        messages = values.get(MESSAGES)
+        if messages is not None and holds(messages, TOOL_MESSAGE_MARKER):
+            count, tool_bytes = tool_outputs(messages)
+            tools[0] += count
+            tools[1] += tool_bytes
     tally.checkpoints = seen
     tally.checkpoint_bytes, tally.metadata_bytes, tally.channel_bytes = checkpoint_bytes, metadata_bytes, channel_bytes
     tally.untimed, tally.untimed_bytes = untimed, untimed_bytes
@@ -282,6 +283,9 @@ def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally,
     # Only messages writes are read, and only to find their ToolMessage items.
     value = f"CASE WHEN channel = '{MESSAGES}' THEN value END" if request.channels else "NULL"
     query = f"SELECT thread_id, checkpoint_id, channel, length(value), {value} FROM writes {where}"
+    # A checkpoint's writes are stored together: the last id's hour serves the rows that repeat it.
+    last_id: Any = None
+    last_hour: int | None = None
     for thread_id, checkpoint_id, channel, size, data in connection.execute(query, parameters):
         entry = channels.get(channel)
         if entry is None:
@@ -294,17 +298,20 @@ def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally,
         if thread is None:
             thread = threads[thread_id] = [0, 0]
         thread[1] += size
-        if type(checkpoint_id) is str and len(checkpoint_id) == _CANONICAL_LENGTH and timed(checkpoint_id):
-            hour = prefixes.get(checkpoint_id[:PREFIX_DIGITS])
-            if hour is None:
-                hour = _hour(checkpoint_id, prefixes)
-            bucket = hours.get(hour)
-            if bucket is None:
-                bucket = hours[hour] = [0, 0]
-            bucket[1] += size
-        else:
+        if checkpoint_id != last_id:
+            last_id, last_hour = checkpoint_id, None
+            if type(checkpoint_id) is str and len(checkpoint_id) == _CANONICAL_LENGTH and timed(checkpoint_id):
+                last_hour = prefixes.get(checkpoint_id[:PREFIX_DIGITS])
+                if last_hour is None:
+                    last_hour = _hour(checkpoint_id, prefixes)
+        if last_hour is None:
             tally.untimed_bytes += size
-        if type(data) is bytes and TOOL_MESSAGE_MARKER in data:
+        else:
+            bucket = hours.get(last_hour)
+            if bucket is None:
+                bucket = hours[last_hour] = [0, 0]
+            bucket[1] += size
+        if type(data) is bytes and holds(data, TOOL_MESSAGE_MARKER):
             count, tool_bytes = tool_outputs(data)
             tools[0] += count
             tools[1] += tool_bytes
@@ -427,20 +434,33 @@ def _rows(connection: sqlite3.Connection, table: str) -> int:
 _VALUE_TABLES = ("checkpoints", "writes")
 
 
+# The b-tree dbstat need not read when it reads all the others: every used page but the lock-byte page is
+# one b-tree's (in a database without auto_vacuum, which adds pointer-map pages), so the biggest table is
+# the used pages less the rest, exactly, without dbstat walking its overflow pages.
+_RESIDUAL_TABLE = "checkpoints"
+
+
 def _relations(
     connection: sqlite3.Connection, files: SqliteFiles, notes: list[str], read_values: bool = True
 ) -> list[Relation]:
     """Each table with its indexes. Without `read_values` (--no-channels) dbstat reads only the b-trees
     that hold no stored values, and the value tables share out the rest of the used pages."""
     tables, indexes = _schema(connection)
+    b_trees = [*tables, *indexes, "sqlite_schema", "sqlite_master"]
+    residual = read_values and _RESIDUAL_TABLE in tables and _pragma(connection, "auto_vacuum") == 0
     only = None
     if not read_values:
-        only = [name for name in [*tables, *indexes, "sqlite_schema", "sqlite_master"] if name not in _VALUE_TABLES]
+        only = [name for name in b_trees if name not in _VALUE_TABLES]
+    elif residual:
+        only = [name for name in b_trees if name != _RESIDUAL_TABLE]
     sizes = _dbstat_sizes(connection, only) if files.dbstat else None
     if sizes is None:
         return _estimated_relations(connection, tables, files, notes)
-    if only is not None:
+    if not read_values:
         return _measured_and_shared(connection, tables, indexes, sizes, files, notes)
+    if residual:
+        used = (files.page_count - files.freelist_count - _lock_byte_pages(files)) * files.page_size
+        sizes[_RESIDUAL_TABLE] = used - sum(sizes.values())
     index_bytes: dict[str, int] = {}
     for index, table in indexes.items():
         index_bytes[table] = index_bytes.get(table, 0) + sizes.get(index, 0)
