@@ -15,9 +15,11 @@ pg_class and pg_namespace, and every table is privilege-checked before it is rea
 (to_regclass on a schema without USAGE, a SELECT without privilege) aborts the read-only transaction:
 what cannot be read is said in `StorageFacts.notes`.
 
-Cost (45,000 checkpoints, 300 threads, 137 MB database, warm, 2 CPUs): 1.13 s for the whole process
-against 1.11 s for `ckpt verify-shape` (1.01x), 38 MiB peak. Half of it is growth's first-version
-aggregate (jsonb_each_text over every checkpoint's channel_versions, to date each blob).
+Cost (45,000 checkpoints, 300 threads, 131 MB database, warm, 2 CPUs shared with another benchmark): 1.16 s
+for the whole process against 0.89 s for `ckpt verify-shape` (1.30x, median of 7 pairs), 51 MiB peak. Most
+of it is the server's: growth's first-version aggregate (jsonb_each_text over every checkpoint's
+channel_versions, to date each blob) and the two passes that detoast values (the `messages` blobs for tool
+outputs, the large values for the base64 peek).
 """
 
 from __future__ import annotations
@@ -402,12 +404,14 @@ class _Reader:
         # Inline values (None, strings, numbers, the snapshot marker) live in the checkpoint's JSONB, which is
         # stored (and compressed) as a whole: a value's stored bytes are its share, by text length, of its
         # checkpoint's stored size (floored per value); its text is its size before compression.
+        # Bigint arithmetic floors exactly (sizes are far below its range), and the text of a checkpoint is
+        # made only for the checkpoints that hold inline values.
         query = self._sql(
-            "SELECT kv.key, count(*), sum(floor(c.stored::numeric * octet_length(kv.value::text) / c.text)),"
+            "SELECT kv.key, count(*),"
+            " sum(pg_column_size(c.checkpoint)::bigint * octet_length(kv.value::text)"
+            "     / octet_length(c.checkpoint::text)),"
             " sum(octet_length(kv.value::text))"
-            " FROM (SELECT pg_column_size(checkpoint) AS stored, octet_length(checkpoint::text) AS text,"
-            f"       {_OBJECT_SQL.format(key='channel_values')} AS channel_values FROM {{checkpoints}} c OFFSET 0) c,"
-            " jsonb_each(c.channel_values) kv GROUP BY kv.key",
+            f" FROM {{checkpoints}} c, jsonb_each({_OBJECT_SQL.format(key='channel_values')}) kv GROUP BY kv.key",
             checkpoints=CHECKPOINTS,
         )
         inline = [
