@@ -179,6 +179,33 @@ def test_printable_leaves_nothing_a_terminal_or_a_ci_log_would_act_on(text: str)
     assert "|" not in cell.replace("\\|", "") and "<" not in cell.replace("<br>", "") and "\n" not in cell
 
 
+@given(st.text(alphabet=st.characters(codec=None)) | st.binary().map(lambda b: b.decode("utf-8", "surrogateescape")))
+def test_text_read_losslessly_is_printable_and_json_safe(text: str) -> None:
+    """Keys that were not UTF-8 come back as surrogate escapes: printable writes each byte as \\xNN, and the
+    json of a report keeps them (and controls) as JSON escapes, the same string to a parser."""
+    import json
+
+    from deerflow_ckpt.report.printable import json_text, printable
+
+    shown = printable(text)
+    assert not any(0xD800 <= ord(ch) <= 0xDFFF for ch in shown)
+    shown.encode("utf-8")  # writable to any UTF-8 terminal
+    document = json_text(json.dumps({"thread_id": text}, ensure_ascii=False))
+    document.encode("utf-8")
+    assert json.loads(document) == {"thread_id": text}
+    assert not any(0x7F <= ord(ch) <= 0x9F or 0xD800 <= ord(ch) <= 0xDFFF or ord(ch) < 0x20 for ch in document)
+
+
+def test_an_error_never_writes_a_control_character(tmp_path: Path) -> None:
+    """A failure quotes what it was handed (a path, a database's words): one line, escaped, with --debug too."""
+    folder = tmp_path / "evil\x1b[31mRED\x07"
+    for extra in ([], ["--debug"]):
+        result = run_ckpt("inspect", "storage", "--db", str(folder / "missing.db"), *extra)
+        assert result.exit_code == 2
+        _no_raw_controls(result.stderr)
+        assert "evil\\x1b[31mRED\\x07" in result.stderr
+
+
 # -- 3: passwords are masked in every output path --------------------------------------------------------
 
 SECRET = "Hunter2wOrd"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from deerflow_ckpt.analysis.storage import human_bytes
 from tests.cli import run_ckpt
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -35,7 +36,7 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
     built = built_storage(backend)
     document = _json("--db", str(built.after_deletes))
     manifest = built.after_deletes_manifest
-    assert document["schema_version"] == 1 and document["command"] == "inspect storage"
+    assert document["schema_version"] == 2 and document["command"] == "inspect storage"
     names = {relation["name"] for relation in document["relations"]}
     assert {"checkpoints"} <= names and ({"writes"} <= names or {"checkpoint_writes", "checkpoint_blobs"} <= names)
     channels = {(row["stored_in"], row["channel"]) for row in document["channels"]}
@@ -51,7 +52,10 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
     growth = document["growth"]
     assert growth["unit"] == "day"
     assert [bucket["start"][:10] for bucket in growth["buckets"]] == manifest.days
+    # The traffic ended days before the run: the week up to now holds all of it, and the store is idle.
     assert document["rate"]["bytes"] == sum(bucket["bytes"] for bucket in growth["buckets"])
+    assert document["rate"]["idle_seconds"] > 24 * 3600
+    assert growth["untimed"] == {"checkpoints": 0, "bytes": 0} and growth["out_of_range"]["checkpoints"] == 0
     app = document["app"]
     assert sorted(orphan["thread_id"] for orphan in app["orphans"]) == sorted(manifest.orphans)
     assert app["app_only"] == len(manifest.app_only)
@@ -61,7 +65,16 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
         key=lambda thread: -next(t["bytes"] for t in document["heaviest"] if t["thread_id"] == thread),
     )
     if backend == "sqlite":
-        assert document["sqlite"]["freelist_count"] > 0
+        files = document["sqlite"]
+        assert files["freelist_count"] > 0
+        assert files["freelist_bytes"] == files["freelist_count"] * files["page_size"]
+        used = (files["page_count"] - files["freelist_count"]) * files["page_size"]
+        assert files["used_bytes"] == used
+        assert files["vacuum"] == {
+            "frees_at_least_bytes": files["freelist_bytes"],
+            "needs_beside_the_file_bytes": used,
+            "needs_in_temp_directory_bytes": used,
+        }
         assert document["advice"][0]["subject"] == "VACUUM"
     else:
         assert any(relation["dead_rows"] for relation in document["relations"])
@@ -74,10 +87,19 @@ def test_csv_is_the_growth_series_json_gives(built_storage: Callable[[str], Any]
     result = run_ckpt("inspect", "storage", "--db", str(built.db), "--top", "2", "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["series", "thread_id", "unit", "start", "checkpoints", "bytes", "blob_rows"]
     store = [(row["start"], int(row["checkpoints"]), int(row["bytes"])) for row in rows if row["series"] == "store"]
     assert store == [(b["start"], b["checkpoints"], b["bytes"]) for b in document["growth"]["buckets"]]
-    threads = {row["series"] for row in rows} - {"store"}
+    assert {row["series"] for row in rows} == {"store", "thread"}
+    threads = {row["thread_id"] for row in rows if row["series"] == "thread"}
     assert threads == {thread["thread_id"] for thread in document["heaviest"]} and len(threads) == 2
+    for thread in document["heaviest"]:
+        series = [
+            (row["start"], int(row["checkpoints"]), int(row["bytes"]))
+            for row in rows
+            if row["series"] == "thread" and row["thread_id"] == thread["thread_id"]
+        ]
+        assert series == [(b["start"], b["checkpoints"], b["bytes"]) for b in thread["growth"]["buckets"]]
     # csv has no room to name the database: stderr does.
     assert "ckpt: inspecting" in result.stderr
 
@@ -103,6 +125,32 @@ def test_text_report_on_a_store_after_deletes(built_storage: Callable[[str], Any
     assert "ckpt never runs VACUUM" in text and "freelist" in text
 
 
+def test_text_shows_the_vacuum_and_table_figures(built_storage: Callable[[str], Any], backend: str) -> None:
+    built = built_storage(backend)
+    document = _json("--db", str(built.after_deletes))
+    result = run_ckpt("inspect", "storage", "--db", str(built.after_deletes), env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    section = lines[lines.index("Tables and indexes") + 2 :]
+    rows = {line.split()[0]: line for line in section[: len(document["relations"])]}
+    for relation in document["relations"]:
+        cells = rows[relation["name"]]
+        # Every part of a table's bytes is shown: indexes on both backends, heap and TOAST apart on Postgres.
+        assert human_bytes(relation["index_bytes"]) in cells
+        if backend == "postgres":
+            assert human_bytes(relation["heap_bytes"]) in cells and human_bytes(relation["toast_bytes"]) in cells
+            assert relation["heap_bytes"] + relation["toast_bytes"] + relation["index_bytes"] == relation["bytes"]
+    if backend == "postgres":
+        assert "last (auto)analyze" in result.stdout
+    else:
+        used = human_bytes(document["sqlite"]["used_bytes"])
+        vacuum = next(advice for advice in document["advice"] if advice["subject"] == "VACUUM")
+        assert vacuum["urgency"] == "watch" and f"it needs about {used} free beside the file" in vacuum["message"]
+        assert f"a VACUUM would free at least {human_bytes(document['sqlite']['freelist_bytes'])}" in result.stdout
+    # The traffic ended more than a day before the run: the rate is the week up to now, and says so.
+    assert "up to now" in result.stdout and "last write " in result.stdout
+
+
 def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: Callable[[str], Any],
                                                                  tmp_path: Path) -> None:  # fmt: skip
     built = built_storage("sqlite")
@@ -111,7 +159,18 @@ def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: 
     legacy = tmp_path / "store.db"
     legacy.write_bytes(b"\0" * 12345)
     document = _json("--db", str(database))
-    assert document["legacy_files"] == [{"path": str(legacy), "bytes": 12345}]
+    assert document["legacy_files"] == [
+        {"path": str(legacy), "bytes": 12345, "wal_bytes": None, "shm_bytes": None, "total_bytes": 12345}
+    ]
+    # A legacy store in WAL mode: its -wal and -shm are part of what it holds on disk.
+    legacy.with_name("store.db-wal").write_bytes(b"\0" * 4000)
+    legacy.with_name("store.db-shm").write_bytes(b"\0" * 300)
+    document = _json("--db", str(database))
+    assert document["legacy_files"] == [
+        {"path": str(legacy), "bytes": 12345, "wal_bytes": 4000, "shm_bytes": 300, "total_bytes": 16645}
+    ]
+    result = run_ckpt("inspect", "storage", "--db", str(database), env={"COLUMNS": "200"})
+    assert f"legacy checkpointer file {legacy}: 16.3 KiB (file 12.1 KiB, -wal 3.9 KiB, -shm 300 B)" in result.stdout
 
 
 @pytest.mark.postgres

@@ -470,3 +470,27 @@ def test_random_metadata_text_reads_as_json_loads_does(raw: bytes) -> None:
 )
 def test_crafted_metadata(raw: bytes, read: Any) -> None:
     assert _assert_metadata_agrees(raw) == read
+
+
+# -- holds: the substring test the storage scan runs before it reads any item ------------------------------
+
+
+@CASE_SETTINGS
+@given(st.binary(max_size=300), st.binary(max_size=12), st.integers(min_value=0, max_value=300))
+def test_holds_answers_as_bytes_contains(data: bytes, needle: bytes, at: int) -> None:
+    """memmem over any bytes-like value (msgspec.Raw included) agrees with `needle in bytes(data)`, with the
+    needle planted at every position too; the Python reference is what runs without the extension."""
+    import msgspec
+
+    planted = data[:at] + needle + data[at:]
+    for haystack in (data, planted, planted[: len(planted) // 2]):
+        expected = needle in haystack
+        assert native.holds(haystack, needle) is expected
+        assert native.holds(memoryview(haystack), needle) is expected
+        assert native._holds(memoryview(haystack), needle) is expected
+        raw = msgspec.msgpack.decode(msgspec.msgpack.encode(haystack), type=msgspec.Raw)
+        assert native.holds(raw, needle) is (needle in msgspec.msgpack.encode(haystack))
+
+
+def test_holds_is_the_compiled_one() -> None:
+    assert native.holds is not native._holds and type(native.holds).__name__ == "builtin_function_or_method"

@@ -27,11 +27,12 @@ from langgraph.graph.message import add_messages
 from psycopg import sql
 
 from deerflow_ckpt.store.base64_peek import MIN_RUN_BYTES, find_base64_files
-from deerflow_ckpt.store.clock import bucket_start_ns, write_time_ns
+from deerflow_ckpt.store.clock import write_time_ns
 from deerflow_ckpt.store.source import PostgresTarget, postgres_target
 from deerflow_ckpt.store.storage import StorageFacts, StorageRequest, StoredIn
 from deerflow_ckpt.store.storage_postgres import read_postgres_storage
 from tests.conftest import BuiltDatabase
+from tests.test_storage_sqlite import _hour_of
 
 pytestmark = pytest.mark.postgres
 
@@ -230,9 +231,28 @@ def test_a_held_snapshot_shows_as_the_oldest_xmin(image_store: ImageStore) -> No
 # -- bytes by channel -------------------------------------------------------------------------------------
 
 
+def inline_shares(store: ImageStore) -> dict[str, list[int]]:
+    """channel -> [values, stored bytes, text bytes] of the values inline in the checkpoint JSONB: a value's
+    stored bytes are its share, by text length, of its checkpoint's stored size (floored per value). The
+    text lengths are json.dumps's here, with jsonb's separators; the stored sizes are pg_column_size."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    rows = query(
+        store, "SELECT pg_column_size(checkpoint), octet_length(checkpoint::text), checkpoint FROM checkpoints"
+    )
+    for stored, text, checkpoint in rows:
+        assert text == len(json.dumps(checkpoint, ensure_ascii=False).encode())
+        for channel, value in checkpoint["channel_values"].items():
+            size = len(json.dumps(value, ensure_ascii=False).encode())
+            entry = sums[channel]
+            entry[0] += 1
+            entry[1] += stored * size // text
+            entry[2] += size
+    return sums
+
+
 def test_channels_match_the_bytes_read_back(image_store: ImageStore, facts: StorageFacts) -> None:
     assert facts.channels is not None
-    got = {(c.stored_in, c.channel): (c.values, c.bytes, c.raw_bytes) for c in facts.channels}
+    got = {(c.stored_in, c.label): (c.values, c.bytes, c.raw_bytes) for c in facts.channels}
     expected: dict[tuple[StoredIn, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     for stored_in, table in ((StoredIn.BLOBS, "checkpoint_blobs"), (StoredIn.WRITES, "checkpoint_writes")):
         for channel, blob, stored in query(image_store, f"SELECT channel, blob, pg_column_size(blob) FROM {table}"):
@@ -240,18 +260,55 @@ def test_channels_match_the_bytes_read_back(image_store: ImageStore, facts: Stor
             entry[0] += 1
             entry[1] += stored or 0
             entry[2] += len(blob) if blob is not None else 0
-    for (checkpoint,) in query(image_store, "SELECT checkpoint FROM checkpoints"):
-        for channel, value in checkpoint["channel_values"].items():
-            entry = expected[(StoredIn.CHECKPOINTS, channel)]
-            size = len(json.dumps(value, ensure_ascii=False).encode())
-            entry[0] += 1
-            entry[1] += size
-            entry[2] += size
+    for channel, entry in inline_shares(image_store).items():
+        expected[(StoredIn.CHECKPOINTS, channel)] = entry
     assert got == {key: tuple(value) for key, value in expected.items()}
     # The PNG's base64 does not compress: stored and raw agree on its blob.
     images = got[(StoredIn.BLOBS, "viewed_images")]
     assert images[0] == 1 and images[1] >= len(PNG_B64) and images[2] >= len(PNG_B64)
     assert (StoredIn.CHECKPOINTS, "title") in got
+
+
+def copy_store(store: ImageStore, dsn: str, schema: str) -> ImageStore:
+    """The store's four tables copied into `schema` of the same database, to damage without harm."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        for table in TABLES:
+            conn.execute(
+                sql.SQL("CREATE TABLE {}.{} AS SELECT * FROM {}.{}").format(
+                    sql.Identifier(schema), sql.Identifier(table), sql.Identifier(store.schema), sql.Identifier(table)
+                )
+            )
+    return ImageStore(dsn, schema)
+
+
+def test_a_large_inline_value_is_counted_at_its_compressed_share(
+    image_store: ImageStore, pg_schema: tuple[str, str]
+) -> None:
+    """A 900 KB string put into every checkpoint's JSONB (jsonb_set): stored compressed with the column, so
+    its stored bytes are far below its text, the rest of the checkpoint stays positive, and the figures are
+    the column's stored size apportioned by text length."""
+    copy = copy_store(image_store, *pg_schema)
+    with copy.connect() as conn:
+        # Compressible text: the column is compressed as a whole (pglz), so the value is far smaller stored.
+        conn.execute(
+            "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,notes}',"
+            " to_jsonb(repeat('the same notes again ', 45000)))"
+        )
+    facts = read_postgres_storage(copy.target(), StorageRequest(top=3))
+    assert facts.channels is not None and facts.checkpoint_rest_bytes is not None
+    notes = next(c for c in facts.channels if c.stored_in is StoredIn.CHECKPOINTS and c.channel == "notes")
+    expected = inline_shares(copy)
+    assert (notes.values, notes.bytes, notes.raw_bytes) == tuple(expected["notes"])
+    checkpoints = scalar(copy, "SELECT count(*) FROM checkpoints")
+    assert notes.values == checkpoints and notes.raw_bytes == checkpoints * (len("the same notes again ") * 45000 + 2)
+    assert notes.bytes < notes.raw_bytes / 10
+    stored, metadata = query(
+        copy, "SELECT sum(pg_column_size(checkpoint)), sum(pg_column_size(metadata)) FROM checkpoints"
+    )[0]
+    inline = sum(c.bytes for c in facts.channels if c.stored_in is StoredIn.CHECKPOINTS)
+    assert facts.checkpoint_rest_bytes + inline == stored and facts.checkpoint_rest_bytes > 0
+    assert facts.metadata_bytes == metadata
 
 
 def test_the_rest_of_the_checkpoints_adds_up(image_store: ImageStore, facts: StorageFacts) -> None:
@@ -353,14 +410,42 @@ def thread_totals(store: ImageStore) -> dict[str, int]:
     return dict(totals)
 
 
-def test_growth_buckets_sum_to_the_totals(image_store: ImageStore, facts: StorageFacts) -> None:
+def hours_by_query(store: ImageStore, thread_id: str | None = None) -> dict[int, tuple[int, int]]:
+    """hour -> (checkpoints, bytes): checkpoints and writes by their own id's hour, blobs by the hour of
+    the first checkpoint naming their version (_hour_of reads each id here, not through ckpt)."""
+    where = "" if thread_id is None else " WHERE thread_id = %s"
+    parameters = () if thread_id is None else (thread_id,)
+    hours: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for checkpoint_id, size in query(
+        store, f"SELECT checkpoint_id, pg_column_size(checkpoint) + pg_column_size(metadata) FROM checkpoints{where}",
+        parameters,
+    ):  # fmt: skip
+        hour = _hour_of(checkpoint_id)
+        assert hour is not None
+        hours[hour][0] += 1
+        hours[hour][1] += size
+    for checkpoint_id, size in query(
+        store, f"SELECT checkpoint_id, coalesce(pg_column_size(blob), 0) FROM checkpoint_writes{where}", parameters
+    ):
+        hours[_hour_of(checkpoint_id) or 0][1] += size
+    blobs = (
+        "SELECT (SELECT min(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = b.thread_id"
+        " AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint->'channel_versions'->>b.channel = b.version),"
+        f" coalesce(pg_column_size(b.blob), 0) FROM checkpoint_blobs b{where.replace('thread_id', 'b.thread_id')}"
+    )
+    for first, size in query(store, blobs, parameters):
+        assert first is not None
+        hours[_hour_of(first) or 0][1] += size
+    return {hour: (count, size) for hour, (count, size) in hours.items()}
+
+
+def test_growth_is_by_the_hour_of_each_id(image_store: ImageStore, facts: StorageFacts) -> None:
     totals = thread_totals(image_store)
-    assert sum(bucket.bytes for bucket in facts.growth) == sum(totals.values())
-    ids = [row[0] for row in query(image_store, "SELECT checkpoint_id FROM checkpoints")]
-    per_bucket = Counter(bucket_start_ns(checkpoint_id[:8]) for checkpoint_id in ids)
-    assert {bucket.start_ns: bucket.checkpoints for bucket in facts.growth if bucket.checkpoints} == per_bucket
-    assert facts.untimed_checkpoints == 0
-    starts = [bucket.start_ns for bucket in facts.growth]
+    hours = facts.growth.hours
+    assert sum(bucket.bytes for bucket in hours) == sum(totals.values())
+    assert {bucket.start_ns: (bucket.checkpoints, bucket.bytes) for bucket in hours} == hours_by_query(image_store)
+    assert facts.growth.untimed_checkpoints == 0 and facts.growth.unnamed_blob_rows == 0
+    starts = [bucket.start_ns for bucket in hours]
     assert starts == sorted(starts)
 
 
@@ -370,15 +455,18 @@ def test_heaviest_threads_and_their_growth(image_store: ImageStore, facts: Stora
     assert [(t.thread_id, t.bytes) for t in facts.heaviest] == ranked
     assert facts.heaviest[0].thread_id in ("img-1", "uri-1")
     for thread in facts.heaviest:
-        buckets = facts.heaviest_growth[thread.thread_id]
-        assert sum(b.bytes for b in buckets) == thread.bytes
+        times = facts.heaviest_growth[thread.thread_id]
+        assert {b.start_ns: (b.checkpoints, b.bytes) for b in times.hours} == hours_by_query(
+            image_store, thread.thread_id
+        )
+        assert sum(b.bytes for b in times.hours) == thread.bytes
         ids = [
             r[0]
             for r in query(
                 image_store, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s", (thread.thread_id,)
             )
         ]
-        assert sum(b.checkpoints for b in buckets) == thread.checkpoints == len(ids)
+        assert sum(b.checkpoints for b in times.hours) == thread.checkpoints == len(ids)
         assert (thread.first_ns, thread.last_ns) == (write_time_ns(min(ids)), write_time_ns(max(ids)))
 
 
@@ -483,7 +571,8 @@ def test_the_scenario_database_adds_up(built_postgres: BuiltDatabase) -> None:
         count = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]  # type: ignore[index]
         raw = dict(conn.execute("SELECT channel, sum(octet_length(blob)) FROM checkpoint_writes GROUP BY 1").fetchall())
     assert {relation.name: relation.bytes for relation in facts.relations} == sizes
-    assert sum(bucket.checkpoints for bucket in facts.growth) + facts.untimed_checkpoints == count
+    growth = facts.growth
+    assert sum(bucket.checkpoints for bucket in growth.hours) + growth.untimed_checkpoints == count
     assert facts.channels is not None
     assert {c.channel: c.raw_bytes for c in facts.channels if c.stored_in is StoredIn.WRITES} == {
         channel: int(size or 0) for channel, size in raw.items()

@@ -14,10 +14,11 @@ import os
 import shutil
 import sqlite3
 import struct
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,33 @@ def test_relations_are_dbstats_b_trees(variant: Variant) -> None:
     assert b_trees + files.freelist_bytes == files.database_bytes
 
 
+def test_with_auto_vacuum_every_b_tree_is_measured(storage: BuiltStorage, tmp_path: Path) -> None:
+    """The checkpoints table is the used pages less the other b-trees only where every used page is a
+    b-tree's: auto_vacuum adds pointer-map pages, so there dbstat measures it too."""
+    copy = tmp_path / "auto-vacuum.db"
+    shutil.copyfile(storage.after_deletes, copy)
+    with _connect_rw(copy) as connection:
+        connection.execute("PRAGMA auto_vacuum = FULL")
+        connection.execute("VACUUM")
+        assert _scalar(connection, "PRAGMA auto_vacuum") == 1
+    facts = _read(copy)
+    with _connect(copy) as connection:
+        pages = dict(connection.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+    by_name = {relation.name: relation for relation in facts.relations}
+    assert by_name["checkpoints"].bytes - by_name["checkpoints"].index_bytes == pages["checkpoints"]
+    files = facts.sqlite
+    assert files is not None and sum(relation.bytes for relation in facts.relations) < files.used_bytes
+
+
+@contextmanager
+def _connect_rw(path: Path) -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
 def test_without_dbstat_relations_are_estimated_and_say_so(
     storage: BuiltStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,9 +180,20 @@ def test_without_dbstat_relations_are_estimated_and_say_so(
     assert by_name["checkpoints"].bytes > by_name["writes"].bytes > by_name["threads_meta"].bytes
 
 
+def _is_tool_message(value: Any) -> bool:
+    return type(value).__name__ == "ToolMessage" and type(value).__module__ == "langchain_core.messages.tool"
+
+
+def _tool_items(value: Any) -> list[int]:
+    """The serialized size of each ToolMessage item of a decoded messages value (a list, or one message)."""
+    items = value if isinstance(value, list) else [value]
+    return [len(SERDE.dumps_typed(item)[1]) for item in items if _is_tool_message(item)]
+
+
 def _channel_sums_by_serializer(path: str) -> tuple[dict[str, tuple[int, int]], int]:
     """channel -> (values, bytes) by decoding every checkpoint with LangGraph's serializer and encoding each
-    channel value again (None is msgpack nil, one byte, where dumps_typed gives no bytes); and the total."""
+    channel value again (None is msgpack nil, one byte, where dumps_typed gives no bytes), the messages'
+    ToolMessage items apart ("messages: tool outputs"); and the total."""
     sums: dict[str, list[int]] = {}
     total = 0
     with _connect(path) as connection:
@@ -164,23 +203,45 @@ def _channel_sums_by_serializer(path: str) -> tuple[dict[str, tuple[int, int]], 
                 entry = sums.setdefault(channel, [0, 0])
                 entry[0] += 1
                 entry[1] += 1 if value is None else len(SERDE.dumps_typed(value)[1])
-    return {channel: (count, size) for channel, (count, size) in sums.items()}, total
+                if channel == "messages":
+                    tools = _tool_items(getattr(value, "value", value))
+                    entry[1] -= sum(tools)
+                    tool_entry = sums.setdefault("messages: tool outputs", [0, 0])
+                    tool_entry[0] += len(tools)
+                    tool_entry[1] += sum(tools)
+    return {channel: (count, size) for channel, (count, size) in sums.items() if count}, total
+
+
+def _write_sums_by_serializer(path: str) -> dict[str, tuple[int, int]]:
+    """channel -> (writes, stored bytes) in plain SQL, the messages writes' ToolMessage items (found by
+    decoding each with the serializer) apart."""
+    with _connect(path) as connection:
+        query = "SELECT channel, count(*), coalesce(sum(length(value)), 0) FROM writes GROUP BY channel"
+        sums = {channel: [count, size] for channel, count, size in connection.execute(query)}
+        tools = []
+        for kind, data in connection.execute("SELECT type, value FROM writes WHERE channel = 'messages'"):
+            if kind != "null":
+                tools += _tool_items(SERDE.loads_typed((kind, data)))
+    if tools:
+        sums["messages"][1] -= sum(tools)
+        sums["messages: tool outputs"] = [len(tools), sum(tools)]
+    return {channel: (count, size) for channel, (count, size) in sums.items()}
 
 
 def test_bytes_by_channel(variant: Variant) -> None:
     path, _, facts = variant
     assert facts.channels is not None
     expected, total = _channel_sums_by_serializer(path)
-    in_checkpoints = {c.channel: (c.values, c.bytes) for c in facts.channels if c.stored_in is StoredIn.CHECKPOINTS}
+    in_checkpoints = {c.label: (c.values, c.bytes) for c in facts.channels if c.stored_in is StoredIn.CHECKPOINTS}
     assert in_checkpoints == expected
-    assert {"messages", "viewed_images", "__start__"} <= set(in_checkpoints)
+    assert {"messages", "viewed_images", "__start__", "messages: tool outputs"} <= set(in_checkpoints)
     assert all(c.bytes == c.raw_bytes for c in facts.channels)
     assert facts.checkpoint_rest_bytes == total - sum(size for _, size in expected.values())
     with _connect(path) as connection:
         assert facts.metadata_bytes == _scalar(connection, "SELECT sum(length(metadata)) FROM checkpoints")
-        query = "SELECT channel, count(*), coalesce(sum(length(value)), 0) FROM writes GROUP BY channel"
-        writes = {channel: (count, size) for channel, count, size in connection.execute(query)}
-    assert {c.channel: (c.values, c.bytes) for c in facts.channels if c.stored_in is StoredIn.WRITES} == writes
+    writes = _write_sums_by_serializer(path)
+    assert "messages: tool outputs" in writes
+    assert {c.label: (c.values, c.bytes) for c in facts.channels if c.stored_in is StoredIn.WRITES} == writes
     # Heaviest first within each table.
     for where in StoredIn:
         sizes = [c.bytes for c in facts.channels if c.stored_in is where]
@@ -305,24 +366,72 @@ def test_a_database_without_threads_meta_has_no_app(storage: BuiltStorage, tmp_p
     assert "threads_meta" not in {relation.name for relation in facts.relations}
 
 
+def _hour_of(checkpoint_id: str) -> int | None:
+    """The UTC hour a UUIDv6 was minted in, read from its fields here (RFC 9562's layout), not by ckpt."""
+    if checkpoint_id != checkpoint_id.lower() or len(checkpoint_id) != 36 or checkpoint_id[14] != "6":
+        return None
+    try:
+        parsed = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if str(parsed) != checkpoint_id:
+        return None
+    # A UUIDv6's first field is the time's top 32 bits, then 16, then the version and the last 12.
+    ticks = (parsed.fields[0] << 28) | (parsed.fields[1] << 12) | (parsed.fields[2] & 0x0FFF)
+    moment = datetime(1582, 10, 15, tzinfo=UTC) + timedelta(microseconds=ticks // 10)
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    return round((hour - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 10**9
+
+
+def _hours_in_sql(path: str | Path, thread_id: str | None = None) -> tuple[dict[int, tuple[int, int]], int, int]:
+    """hour -> (checkpoints, bytes), and the untimed checkpoints and bytes, from each row's id and lengths."""
+    hours: dict[int, list[int]] = {}
+    untimed = untimed_bytes = 0
+    where = "" if thread_id is None else " WHERE thread_id = ?"
+    parameters = () if thread_id is None else (thread_id,)
+    with _connect(path) as connection:
+        connection.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
+        rows = [
+            (checkpoint_id, 1, size)
+            for checkpoint_id, size in connection.execute(
+                f"SELECT checkpoint_id, length(checkpoint) + length(metadata) FROM checkpoints{where}", parameters
+            )
+        ]
+        rows += [
+            (checkpoint_id, 0, size or 0)
+            for checkpoint_id, size in connection.execute(
+                f"SELECT checkpoint_id, length(value) FROM writes{where}", parameters
+            )
+        ]
+    for checkpoint_id, counts, size in rows:
+        hour = _hour_of(checkpoint_id) if type(checkpoint_id) is str else None
+        if hour is None:
+            untimed += counts
+            untimed_bytes += size
+            continue
+        slot = hours.setdefault(hour, [0, 0])
+        slot[0] += counts
+        slot[1] += size
+    return {hour: (count, size) for hour, (count, size) in hours.items() if count or size}, untimed, untimed_bytes
+
+
 def test_growth_adds_up_and_spans_the_days(variant: Variant) -> None:
     path, manifest, facts = variant
     with _connect(path) as connection:
         checkpoints = _scalar(connection, "SELECT count(*) FROM checkpoints")
         size = _scalar(connection, "SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints")
         size += _scalar(connection, "SELECT coalesce(sum(length(value)), 0) FROM writes")
-        times = sorted(
-            write_time_ns(row[0]) or 0 for row in connection.execute("SELECT checkpoint_id FROM checkpoints")
-        )
-    assert facts.untimed_checkpoints == 0
-    assert sum(bucket.checkpoints for bucket in facts.growth) == checkpoints
-    assert sum(bucket.bytes for bucket in facts.growth) == size
-    starts = [bucket.start_ns for bucket in facts.growth]
+    assert facts.growth.untimed_checkpoints == 0
+    hours = facts.growth.hours
+    assert sum(bucket.checkpoints for bucket in hours) == checkpoints
+    assert sum(bucket.bytes for bucket in hours) == size
+    expected, untimed, untimed_bytes = _hours_in_sql(path)
+    assert {bucket.start_ns: (bucket.checkpoints, bucket.bytes) for bucket in hours} == expected
+    assert (untimed, untimed_bytes) == (0, 0)
+    starts = [bucket.start_ns for bucket in hours]
     assert starts == sorted(set(starts))
     days = sorted({datetime.fromtimestamp(start / 1e9, UTC).strftime("%Y-%m-%d") for start in starts})
     assert days == manifest.days
-    # A bucket is 2**28 x 100 ns: each checkpoint's time falls in one that starts at most 26.8 s before it.
-    assert times[0] - starts[0] < 2**28 * 100 and times[-1] >= starts[-1]
 
 
 def test_heaviest_threads_and_their_growth(storage: BuiltStorage) -> None:
@@ -342,10 +451,12 @@ def test_heaviest_threads_and_their_growth(storage: BuiltStorage) -> None:
     for thread in facts.heaviest:
         assert (thread.checkpoints, thread.bytes) == threads[thread.thread_id]
         assert (thread.first_ns, thread.last_ns) == spans[thread.thread_id]
-        buckets = facts.heaviest_growth[thread.thread_id]
-        assert sum(bucket.bytes for bucket in buckets) == thread.bytes
-        assert sum(bucket.checkpoints for bucket in buckets) == thread.checkpoints
-        assert {b.start_ns for b in buckets} <= {b.start_ns for b in facts.growth}
+        times = facts.heaviest_growth[thread.thread_id]
+        expected, _, _ = _hours_in_sql(storage.db, thread.thread_id)
+        assert {b.start_ns: (b.checkpoints, b.bytes) for b in times.hours} == expected
+        assert sum(bucket.bytes for bucket in times.hours) == thread.bytes
+        assert sum(bucket.checkpoints for bucket in times.hours) == thread.checkpoints
+        assert {b.start_ns for b in times.hours} <= {b.start_ns for b in facts.growth.hours}
     assert set(facts.heaviest_growth) == set(ranked)
 
 

@@ -10,15 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 
-from deerflow_ckpt.store.storage import Bucket, LargeValue, PostgresDatabase, Relation, SqliteFiles
+from deerflow_ckpt.store.clock import HOUR_NS, from_datetime, hour_start_ns, to_datetime
+from deerflow_ckpt.store.storage import (
+    Bucket,
+    LargeValue,
+    PostgresDatabase,
+    Relation,
+    SqliteFiles,
+    WriteTimes,
+)
 
-HOUR_NS = 3_600 * 10**9
 DAY_NS = 24 * HOUR_NS
 WEEK_NS = 7 * DAY_NS
-# A store written over fewer days than this is charted by the hour.
+# A store written over fewer days than this is charted by the hour, fewer than DAYS_FOR_WEEKLY by the
+# day, fewer than DAYS_FOR_MONTHLY by the week, else by the month: at most about 160 rows whatever the ids say.
 DAYS_FOR_DAILY = 3
+DAYS_FOR_WEEKLY = 92
+DAYS_FOR_MONTHLY = 731
+# Write times before this, or more than a day after the run, are no real write's: a forged or damaged id.
+EARLIEST_PLAUSIBLE_NS = from_datetime(datetime(2015, 1, 1, tzinfo=UTC))
+LATEST_PLAUSIBLE_AFTER_NOW_NS = DAY_NS
+# A store whose last write is older than this is idle: the rate says when it was last written.
+IDLE_NS = DAY_NS
 MIB = 1024 * 1024
 VACUUM_FREELIST_BYTES = 64 * MIB
 VACUUM_FREELIST_SHARE = 0.10
@@ -27,6 +43,11 @@ AUTO_VACUUM_LARGEST = 2 * 1024 * MIB
 WAL_AUTOCHECKPOINT_PAGES = 1000
 # Frames not copied back this many times the autocheckpoint: a reader keeps the WAL from being checkpointed.
 WAL_STUCK_FACTOR = 10
+# A -wal file this many times what an autocheckpoint lets it hold kept the size of an earlier burst.
+WAL_BURST_FACTOR = 4
+# A WAL file's header, and each frame's header before its page.
+WAL_HEADER_BYTES = 32
+WAL_FRAME_HEADER_BYTES = 24
 # A snapshot this many transactions old holds back what VACUUM may remove.
 OLD_XMIN_AGE = 10_000_000
 
@@ -44,66 +65,163 @@ class Advice:
     message: str
 
 
+class Unit(StrEnum):
+    """A growth bucket: UTC hours, days, ISO weeks (from Monday) or calendar months."""
+
+    HOUR = "hour"
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+def unit_start(unix_ns: int, unit: Unit) -> int:
+    """The start of the bucket of `unit` that `unix_ns` falls in."""
+    if unit is Unit.HOUR:
+        return hour_start_ns(unix_ns)
+    if unit is Unit.DAY:
+        return unix_ns - unix_ns % DAY_NS
+    if unit is Unit.WEEK:
+        # The Unix epoch was a Thursday: three days after a Monday.
+        return unix_ns - (unix_ns + 3 * DAY_NS) % WEEK_NS
+    moment = to_datetime(unix_ns)
+    return from_datetime(datetime(moment.year, moment.month, 1, tzinfo=UTC))
+
+
+def next_start(start_ns: int, unit: Unit) -> int:
+    """The start of the bucket after the one starting at `start_ns`."""
+    if unit is Unit.HOUR:
+        return start_ns + HOUR_NS
+    if unit is Unit.DAY:
+        return start_ns + DAY_NS
+    if unit is Unit.WEEK:
+        return start_ns + WEEK_NS
+    moment = to_datetime(start_ns)
+    year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+    return from_datetime(datetime(year, month, 1, tzinfo=UTC))
+
+
+def unit_for_span(span_ns: int) -> Unit:
+    if span_ns < DAYS_FOR_DAILY * DAY_NS:
+        return Unit.HOUR
+    if span_ns < DAYS_FOR_WEEKLY * DAY_NS:
+        return Unit.DAY
+    if span_ns < DAYS_FOR_MONTHLY * DAY_NS:
+        return Unit.WEEK
+    return Unit.MONTH
+
+
+def plausible(hour_ns: int, now_ns: int) -> bool:
+    """An hour a real write can have happened in: from 2015 to a day after the run."""
+    return EARLIEST_PLAUSIBLE_NS <= hour_ns <= now_ns + LATEST_PLAUSIBLE_AFTER_NOW_NS
+
+
 @dataclass(frozen=True)
 class Growth:
-    """Bytes and checkpoints written per day (or hour, on a young store), oldest first, gaps filled."""
+    """Bytes and checkpoints written per unit, oldest first, gaps filled, and what is not in the series:
+    checkpoints without a write time, those whose time no real write can have (out of range), and Postgres
+    blobs no checkpoint names."""
 
-    unit_ns: int
+    unit: Unit
     buckets: tuple[Bucket, ...]
-
-    @property
-    def unit(self) -> str:
-        return "day" if self.unit_ns == DAY_NS else "hour"
+    untimed_checkpoints: int = 0
+    untimed_bytes: int = 0
+    out_of_range_checkpoints: int = 0
+    out_of_range_bytes: int = 0
+    unnamed_blob_rows: int = 0
+    unnamed_blob_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class Rate:
-    """Bytes written over the last week of the store's history (or all of it, when younger)."""
+    """Bytes written in the week up to the run (or since the first write, on a younger store)."""
 
     window_ns: int
     bytes: int
     checkpoints: int
+    # The run's clock, where the window ends.
+    end_ns: int
+    # The start of the last hour anything was written in (within the plausible range).
+    last_write_ns: int
 
     @property
     def bytes_per_week(self) -> float:
         return self.bytes * WEEK_NS / self.window_ns if self.window_ns else 0.0
 
-
-def fold(buckets: Iterable[Bucket], unit_ns: int | None = None) -> Growth:
-    """The fine buckets summed into days (hours when the store spans fewer than DAYS_FOR_DAILY days)."""
-    fine = sorted(buckets, key=lambda bucket: bucket.start_ns)
-    if unit_ns is None:
-        span = fine[-1].start_ns - fine[0].start_ns if fine else 0
-        unit_ns = DAY_NS if span >= DAYS_FOR_DAILY * DAY_NS else HOUR_NS
-    sums: dict[int, tuple[int, int]] = {}
-    for bucket in fine:
-        start = bucket.start_ns - bucket.start_ns % unit_ns
-        checkpoints, written = sums.get(start, (0, 0))
-        sums[start] = (checkpoints + bucket.checkpoints, written + bucket.bytes)
-    if not sums:
-        return Growth(unit_ns, ())
-    first, last = min(sums), max(sums)
-    filled = (Bucket(start, *sums.get(start, (0, 0))) for start in range(first, last + unit_ns, unit_ns))
-    return Growth(unit_ns, tuple(filled))
+    @property
+    def idle_ns(self) -> int:
+        """How long ago the last hour that wrote ended (0 when it is the current one)."""
+        return max(0, self.end_ns - (self.last_write_ns + HOUR_NS))
 
 
-def recent_rate(growth: Growth) -> Rate | None:
-    """What the last 7 days of the history wrote (the whole history when it is shorter)."""
-    if not growth.buckets:
+def fold(times: WriteTimes, now_ns: int, unit: Unit | None = None) -> Growth:
+    """The hours summed into `unit` (by default the one the plausible span calls for), gaps filled; hours
+    outside the plausible range counted apart and never bucketed, so the series stays small."""
+    inside: list[Bucket] = []
+    out_checkpoints = out_bytes = 0
+    for hour in times.hours:
+        if plausible(hour.start_ns, now_ns):
+            inside.append(hour)
+        else:
+            out_checkpoints += hour.checkpoints
+            out_bytes += hour.bytes
+    inside.sort(key=lambda bucket: bucket.start_ns)
+    if unit is None:
+        unit = unit_for_span(inside[-1].start_ns - inside[0].start_ns if inside else 0)
+    sums: dict[int, list[int]] = {}
+    for hour in inside:
+        slot = sums.setdefault(unit_start(hour.start_ns, unit), [0, 0])
+        slot[0] += hour.checkpoints
+        slot[1] += hour.bytes
+    filled: list[Bucket] = []
+    if sums:
+        start, last = min(sums), max(sums)
+        while start <= last:
+            filled.append(Bucket(start, *sums.get(start, (0, 0))))
+            start = next_start(start, unit)
+    return Growth(
+        unit,
+        tuple(filled),
+        times.untimed_checkpoints,
+        times.untimed_bytes,
+        out_checkpoints,
+        out_bytes,
+        times.unnamed_blob_rows,
+        times.unnamed_blob_bytes,
+    )
+
+
+def recent_rate(times: WriteTimes, now_ns: int) -> Rate | None:
+    """What the 7 days up to `now_ns` wrote (from the hour 7 days before it), or the whole history when it
+    is younger; None when no plausible hour wrote anything."""
+    hours = sorted((b for b in times.hours if plausible(b.start_ns, now_ns)), key=lambda b: b.start_ns)
+    if not hours:
         return None
-    end = growth.buckets[-1].start_ns + growth.unit_ns
-    start = max(growth.buckets[0].start_ns, end - WEEK_NS)
-    window = [bucket for bucket in growth.buckets if bucket.start_ns >= start]
-    return Rate(end - start, sum(b.bytes for b in window), sum(b.checkpoints for b in window))
+    start = max(hours[0].start_ns, hour_start_ns(now_ns - WEEK_NS))
+    window = [hour for hour in hours if start <= hour.start_ns <= now_ns]
+    return Rate(
+        window_ns=max(now_ns - start, HOUR_NS),
+        bytes=sum(hour.bytes for hour in window),
+        checkpoints=sum(hour.checkpoints for hour in window),
+        end_ns=now_ns,
+        last_write_ns=hours[-1].start_ns,
+    )
 
 
 def merge_copies(values: Iterable[LargeValue]) -> list[LargeValue]:
     """One row per file: values of one thread, namespace, table and channel that hold a file of the same
-    kind and size are copies of it (every Postgres messages version repeats an image the thread holds),
-    kept with the earliest checkpoint; largest total first."""
-    merged: dict[tuple[str, str, str, str, str, int], LargeValue] = {}
+    kind and content (by digest) are copies of it (every Postgres messages version repeats an image the
+    thread holds), kept with the earliest checkpoint; largest total first."""
+    merged: dict[tuple[str, str, str, str, str, int, str], LargeValue] = {}
     for value in values:
-        key = (value.thread_id, value.checkpoint_ns, value.stored_in, value.channel, value.looks_like, value.bytes)
+        key = (
+            value.thread_id,
+            value.checkpoint_ns,
+            value.stored_in,
+            value.channel,
+            value.looks_like,
+            value.bytes,
+            value.digest,
+        )
         seen = merged.get(key)
         if seen is None:
             merged[key] = value
@@ -113,15 +231,24 @@ def merge_copies(values: Iterable[LargeValue]) -> list[LargeValue]:
     return sorted(merged.values(), key=lambda value: (-value.bytes * value.copies, value.thread_id, value.channel))
 
 
+def vacuum_needs(files: SqliteFiles) -> str:
+    """What a VACUUM needs: the compacted size beside the file and again in SQLite's temp directory."""
+    need = (
+        f"it needs about {human_bytes(files.used_bytes)} free beside the file and as much again in SQLite's "
+        "temp directory"
+    )
+    if files.free_disk_bytes is not None:
+        need += f" ({human_bytes(files.free_disk_bytes)} free on the database's file system)"
+    return need
+
+
 def sqlite_advice(files: SqliteFiles) -> list[Advice]:
     """Whether a VACUUM is worth it and what it needs, and whether the WAL is being checkpointed."""
     advice = []
-    free, used = files.freelist_bytes, files.used_bytes
+    free = files.freelist_bytes
     total = files.page_count * files.page_size
     share = free / total if total else 0.0
-    need = f"it needs about {human_bytes(used)} free beside the file and as much again in SQLite's temp directory"
-    if files.free_disk_bytes is not None:
-        need += f" ({human_bytes(files.free_disk_bytes)} free on the database's file system)"
+    need = vacuum_needs(files)
     if free >= VACUUM_FREELIST_BYTES and share >= VACUUM_FREELIST_SHARE:
         auto = (
             "DeerFlow's automatic compaction would run it after the next thread delete"
@@ -143,7 +270,7 @@ def sqlite_advice(files: SqliteFiles) -> list[Advice]:
                 "VACUUM",
                 f"not yet: the freelist holds {human_bytes(free)} ({share:.0%} of the file), and SQLite reuses it "
                 f"for new rows; worth it from {human_bytes(VACUUM_FREELIST_BYTES)} and {VACUUM_FREELIST_SHARE:.0%} "
-                "of the file",
+                f"of the file; {need}",
             )
         )
     else:
@@ -152,27 +279,46 @@ def sqlite_advice(files: SqliteFiles) -> list[Advice]:
     return advice
 
 
+def autocheckpoint_bytes(page_size: int) -> int:
+    """What the -wal file holds when an autocheckpoint is due: the header and WAL_AUTOCHECKPOINT_PAGES frames."""
+    return WAL_HEADER_BYTES + WAL_AUTOCHECKPOINT_PAGES * (page_size + WAL_FRAME_HEADER_BYTES)
+
+
 def _wal_advice(files: SqliteFiles) -> list[Advice]:
-    if files.wal_frames is None or files.wal_backfilled is None:
+    checkpointed_at = autocheckpoint_bytes(files.page_size)
+    if files.wal_frames is not None and files.wal_backfilled is not None:
+        behind = files.wal_frames - files.wal_backfilled
+        if behind > WAL_STUCK_FACTOR * WAL_AUTOCHECKPOINT_PAGES:
+            return [
+                Advice(
+                    Urgency.ACT,
+                    "WAL",
+                    f"not being checkpointed: {behind:,} frames wait to be copied into the database (autocheckpoint "
+                    f"at {WAL_AUTOCHECKPOINT_PAGES:,}); a long-lived reader, or a writer with autocheckpoint off, "
+                    "holds it",
+                )
+            ]
+        live = WAL_HEADER_BYTES + files.wal_frames * (files.page_size + WAL_FRAME_HEADER_BYTES)
+        if files.wal_bytes is not None and files.wal_bytes > WAL_BURST_FACTOR * max(live, checkpointed_at):
+            return [
+                Advice(
+                    Urgency.WATCH,
+                    "WAL",
+                    f"the -wal file is {human_bytes(files.wal_bytes)} but holds {files.wal_frames:,} frames: it kept "
+                    "the size of an earlier burst; SQLite gives the space back when the last connection closes",
+                )
+            ]
         return []
-    behind = files.wal_frames - files.wal_backfilled
-    if behind > WAL_STUCK_FACTOR * WAL_AUTOCHECKPOINT_PAGES:
-        return [
-            Advice(
-                Urgency.ACT,
-                "WAL",
-                f"not being checkpointed: {behind:,} frames wait to be copied into the database (autocheckpoint at "
-                f"{WAL_AUTOCHECKPOINT_PAGES:,}); a long-lived reader, or a writer with autocheckpoint off, holds it",
-            )
-        ]
-    live = 32 + files.wal_frames * (files.page_size + 24)
-    if files.wal_bytes is not None and files.wal_bytes > 4 * max(live, WAL_AUTOCHECKPOINT_PAGES * files.page_size):
+    # No wal-index to read (no -shm, an immutable read, a torn header): the file's size is all there is.
+    if files.wal_bytes is not None and files.wal_bytes > WAL_BURST_FACTOR * checkpointed_at:
         return [
             Advice(
                 Urgency.WATCH,
                 "WAL",
-                f"the -wal file is {human_bytes(files.wal_bytes)} but holds {files.wal_frames:,} frames: it kept "
-                "the size of an earlier burst; SQLite gives the space back when the last connection closes",
+                f"the -wal file is {human_bytes(files.wal_bytes)}, {files.wal_bytes / checkpointed_at:.0f}x what "
+                f"SQLite's autocheckpoint lets it reach ({WAL_AUTOCHECKPOINT_PAGES:,} pages of "
+                f"{files.page_size:,} B): a reader held it from being checkpointed, or one large transaction wrote "
+                "it; how many frames wait is unknown without the wal-index",
             )
         ]
     return []

@@ -17,6 +17,7 @@ from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.redact import redact
+from deerflow_ckpt.report.printable import printable
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -169,9 +170,10 @@ class _CkptGroup(_Group):
                 message += " (run with --debug for the traceback)"
         finally:
             set_quiet(False)
+        # Messages quote what a database or a config holds: escaped, so no error writes a control character.
         if trace:
-            sys.stderr.write(redact(trace))
-        sys.stderr.write(redact(one_line(message)) + "\n")
+            sys.stderr.write(printable(redact(trace), keep_lines=True))
+        sys.stderr.write(printable(redact(one_line(message)), keep_lines=True) + "\n")
         raise typer.Exit(ExitCode.ERROR)
 
 

@@ -300,15 +300,21 @@ def summary(
 
 @inspect_app.command("storage")
 def storage(
-    top: int = typer.Option(10, "--top", min=0, metavar="N", help="How many of the heaviest threads to list."),
+    top: int = typer.Option(
+        10, "--top", min=0, metavar="N", help="How many of the heaviest threads to list, each with its growth."
+    ),
     no_channels: bool = typer.Option(
         False,
         "--no-channels",
-        help="Skip the pass that reads stored values (bytes by channel, the base64 peek): sizes, growth and "
-        "advice come from lengths the database keeps.",
+        help="Skip the passes that read stored values (bytes by channel, tool outputs, the base64 peek): sizes, "
+        "growth and advice come from lengths the database keeps.",
     ),
     output_format: InspectFormat = typer.Option(
-        InspectFormat.text, "--format", metavar="FORMAT", help="text, json, or csv (the growth series)."
+        InspectFormat.text,
+        "--format",
+        metavar="FORMAT",
+        help="text, json, or csv (the growth series of the store and of each heaviest thread, and what is not "
+        "in them).",
     ),
     db: str | None = database_options.DB_OPTION,
     schema: str = database_options.SCHEMA_OPTION,
@@ -320,8 +326,10 @@ def storage(
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
 ) -> None:
-    """Where the store's bytes go: files and tables, bytes by channel, large base64 values, growth per day,
-    threads the app no longer knows, and whether a VACUUM would help (advice only: ckpt never runs it)."""
+    """Where the store's bytes go: files and tables, bytes by channel (tool outputs apart), large base64
+    values, growth by the hour each checkpoint id says (per hour, day, week or month) and the week's rate up
+    to now, the heaviest threads, threads the app no longer knows, and whether a VACUUM would help (advice
+    only: ckpt never runs it)."""
     from deerflow_ckpt.commands.inspect_storage import inspect_storage
     from deerflow_ckpt.store.storage import StorageRequest
 

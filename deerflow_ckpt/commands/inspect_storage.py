@@ -1,8 +1,9 @@
 """`inspect storage`'s core: read where the chosen database's bytes are, then what that means: growth per
-day or hour, the recent rate, and compaction advice."""
+hour, day, week or month, the rate of the week up to now, and compaction advice."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from deerflow_ckpt.analysis.storage import (
     sqlite_advice,
 )
 from deerflow_ckpt.store.source import DatabaseChoice, PostgresTarget, SqliteTarget
-from deerflow_ckpt.store.storage import StorageFacts, StorageRequest
+from deerflow_ckpt.store.storage import LegacyFile, StorageFacts, StorageRequest
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,43 @@ class StorageInspection:
     facts: StorageFacts
     growth: Growth
     rate: Rate | None
+    # Each heaviest thread's growth, in the store's unit.
     heaviest_growth: dict[str, Growth]
     advice: list[Advice]
+    # The clock the growth's plausible range and the rate's window end at (ns since the epoch).
+    now_ns: int
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def legacy_file(path: Path) -> LegacyFile | None:
+    """A legacy checkpointer file with its -wal and -shm, None when it is not a file."""
+    if not path.is_file():
+        return None
+    return LegacyFile(
+        str(path),
+        _size(path) or 0,
+        _size(path.with_name(path.name + "-wal")),
+        _size(path.with_name(path.name + "-shm")),
+    )
 
 
 def inspect_storage(
-    choice: DatabaseChoice, request: StorageRequest, legacy_files: list[Path] | None = None
+    choice: DatabaseChoice,
+    request: StorageRequest,
+    legacy_files: list[Path] | None = None,
+    now_ns: int | None = None,
 ) -> StorageInspection:
     """The storage facts of `choice`'s database and what they mean; `legacy_files` are other checkpoint files
-    DeerFlow's config names beside it (a legacy checkpointer's store.db), named with their sizes."""
+    DeerFlow's config names beside it (a legacy checkpointer's store.db), named with their sizes. `now_ns`
+    (the clock by default) bounds plausible write times and ends the rate's window."""
+    if now_ns is None:
+        now_ns = time.time_ns()
     target = choice.target
     if isinstance(target, SqliteTarget):
         from deerflow_ckpt.store.storage_sqlite import read_sqlite_storage
@@ -46,13 +75,14 @@ def inspect_storage(
         from deerflow_ckpt.store.storage_postgres import read_postgres_storage
 
         facts = read_postgres_storage(target, request)
-    facts.legacy_files.extend((str(path), path.stat().st_size) for path in legacy_files or () if path.is_file())
+    facts.legacy_files.extend(found for path in legacy_files or () if (found := legacy_file(path)) is not None)
     facts.large_values = merge_copies(facts.large_values)
-    growth = fold(facts.growth)
+    growth = fold(facts.growth, now_ns)
     advice: list[Advice] = []
     if facts.sqlite is not None:
         advice = sqlite_advice(facts.sqlite)
     elif facts.postgres is not None:
         advice = postgres_advice(facts.postgres, facts.relations)
-    heaviest = {thread: fold(buckets, growth.unit_ns) for thread, buckets in facts.heaviest_growth.items()}
-    return StorageInspection(target.describe(), choice.found_via, facts, growth, recent_rate(growth), heaviest, advice)
+    heaviest = {thread: fold(times, now_ns, growth.unit) for thread, times in facts.heaviest_growth.items()}
+    rate = recent_rate(facts.growth, now_ns)
+    return StorageInspection(target.describe(), choice.found_via, facts, growth, rate, heaviest, advice, now_ns)

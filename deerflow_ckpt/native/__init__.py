@@ -54,6 +54,15 @@ _compiled, PYTHON_ONLY_BECAUSE = _load_compiled()
 value_summary: ValueJudge | None = _compiled.value_summary if _compiled else None
 checkpoint_summary: CheckpointJudge | None = _compiled.checkpoint_summary if _compiled else None
 metadata_summary: MetadataReader | None = _compiled.metadata_summary if _compiled else None
+
+
+def _holds(data: Any, needle: bytes) -> bool:
+    """The Python reference for holds: `needle in bytes(data)` (a bytes object is searched without a copy)."""
+    return needle in (data if type(data) is bytes else bytes(data))
+
+
+# Whether a needle occurs in a bytes-like value (msgspec.Raw included): memmem where compiled.
+holds: Callable[[Any, bytes], bool] = _compiled.holds if _compiled else _holds
 AVAILABLE = _compiled is not None
 # The compiled SQLite reader (_inert_sqlite.c), built only where libsqlite3's header was found. Its
 # lineages are (thread_id, checkpoint_ns, records, deferred writes): a record is a finished

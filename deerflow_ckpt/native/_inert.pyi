@@ -5,6 +5,7 @@ def checkpoint_summary(data: bytes | memoryview, /) -> tuple[int, int, bool, str
 _MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | None]
 
 def metadata_summary(data: bytes | memoryview, /) -> _MetadataFacts | None: ...
+def holds(data: bytes | memoryview | object, needle: bytes, /) -> bool: ...
 
 # The compiled SQLite reader: present only where the build found libsqlite3 (see setup.py).
 _Lineage = tuple[object, str, list[object], list[tuple[int, object, object, object, object]]]

@@ -10,13 +10,19 @@ import html
 import re
 
 # C0 and C1 controls, DEL, and the format characters that reorder or hide text (bidi overrides and
-# isolates, zero-width joiners), the backslash that starts our escapes, and '::' (workflow commands).
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]|::")
+# isolates, zero-width joiners), lone surrogates (bytes that were not UTF-8, kept by surrogateescape, which
+# no terminal can be written), the backslash that starts our escapes, and '::' (workflow commands).
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]|::")
 # Where lines may stay lines (a workflow command's data escapes them itself, a table cell turns them
 # into <br>) and '::' is harmless.
 _UNSAFE_KEEPING_LINES = re.compile(
-    r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+    r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
 )
+# What JSON leaves raw in a string (ensure_ascii=False) that a terminal acts on or cannot be written: C1
+# controls, DEL, the invisible format characters, lone surrogates. json.dumps escapes C0 itself.
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+# surrogateescape keeps an undecodable byte b as U+DC00 + b.
+_ESCAPED_BYTES = range(0xDC80, 0xDD00)
 # Markdown that would change how a table cell reads: emphasis, code, links, cell breaks.
 _MARKDOWN = re.compile(r"([`*_\[\]|~])")
 
@@ -28,6 +34,8 @@ def _escape(match: re.Match[str]) -> str:
     if found == "\\":
         return "\\\\"
     code = ord(found)
+    if code in _ESCAPED_BYTES:
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
@@ -39,6 +47,12 @@ def printable(text: str, keep_lines: bool = False) -> str:
     if text.isprintable() and "::" not in text and "\\" not in text:
         return text
     return (_UNSAFE_KEEPING_LINES if keep_lines else _UNSAFE).sub(_escape, text)
+
+
+def json_text(document: str) -> str:
+    """A json.dumps(ensure_ascii=False) document with the characters a terminal acts on, or cannot be
+    written, as JSON escapes (\\uXXXX): the same document to a parser, safe to print."""
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group(0)):04x}", document)
 
 
 def markdown_cell(text: str) -> str:

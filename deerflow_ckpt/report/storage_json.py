@@ -6,14 +6,21 @@ import csv
 import dataclasses
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from deerflow_ckpt.analysis.storage import Growth, Rate
+from deerflow_ckpt.analysis.storage import Growth, Rate, autocheckpoint_bytes
 from deerflow_ckpt.commands.inspect_storage import StorageInspection
+from deerflow_ckpt.report.printable import json_text, printable
 from deerflow_ckpt.store.clock import format_time
+from deerflow_ckpt.store.storage import ChannelBytes, SqliteFiles
 
-JSON_SCHEMA_VERSION = 1
-CSV_HEADER = ("series", "unit", "start", "checkpoints", "bytes")
+# 2: hourly-exact growth in hour/day/week/month units with what is not in it, the rate up to the run,
+# tool outputs, vacuum and heap/TOAST figures, legacy files with their -wal and -shm.
+JSON_SCHEMA_VERSION = 2
+# series "store" or "thread" (then thread_id names it); unit is the bucket's, or for a row that is not a
+# bucket (start empty) what it counts: "untimed", "out of range", "unnamed blobs" (blob rows in blob_rows).
+CSV_HEADER = ("series", "thread_id", "unit", "start", "checkpoints", "bytes", "blob_rows")
 
 
 def _series(growth: Growth) -> list[dict[str, Any]]:
@@ -23,56 +30,119 @@ def _series(growth: Growth) -> list[dict[str, Any]]:
     ]
 
 
+def _growth(growth: Growth) -> dict[str, Any]:
+    return {
+        "unit": growth.unit.value,
+        "buckets": _series(growth),
+        "untimed": {"checkpoints": growth.untimed_checkpoints, "bytes": growth.untimed_bytes},
+        "out_of_range": {"checkpoints": growth.out_of_range_checkpoints, "bytes": growth.out_of_range_bytes},
+        "unnamed_blobs": {"rows": growth.unnamed_blob_rows, "bytes": growth.unnamed_blob_bytes},
+    }
+
+
 def _rate(rate: Rate) -> dict[str, Any]:
     return {
         "window_seconds": rate.window_ns // 10**9,
+        "window_end": format_time(rate.end_ns),
         "bytes": rate.bytes,
+        "checkpoints": rate.checkpoints,
         "bytes_per_week": round(rate.bytes_per_week),
+        "last_write_hour": format_time(rate.last_write_ns),
+        "idle_seconds": rate.idle_ns // 10**9,
     }
+
+
+def _sqlite(files: SqliteFiles) -> dict[str, Any]:
+    # asdict leaves out properties: the figures a VACUUM decision reads are named explicitly.
+    return {
+        **dataclasses.asdict(files),
+        "freelist_bytes": files.freelist_bytes,
+        "used_bytes": files.used_bytes,
+        "vacuum": {
+            "frees_at_least_bytes": files.freelist_bytes,
+            "needs_beside_the_file_bytes": files.used_bytes,
+            "needs_in_temp_directory_bytes": files.used_bytes,
+        },
+        "wal_autocheckpoint_bytes": autocheckpoint_bytes(files.page_size),
+    }
+
+
+def _channel(row: ChannelBytes) -> dict[str, Any]:
+    return {**dataclasses.asdict(row), "label": row.label}
 
 
 def storage_to_json(inspection: StorageInspection) -> str:
     facts = inspection.facts
     rate = inspection.rate
-    empty = Growth(inspection.growth.unit_ns, ())
     document = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "inspect storage",
         "database": {"description": inspection.database, "backend": facts.backend, "found_via": inspection.found_via},
-        "sqlite": dataclasses.asdict(facts.sqlite) if facts.sqlite is not None else None,
+        "now": format_time(inspection.now_ns),
+        "sqlite": _sqlite(facts.sqlite) if facts.sqlite is not None else None,
         "postgres": dataclasses.asdict(facts.postgres) if facts.postgres is not None else None,
-        "relations": [dataclasses.asdict(relation) for relation in facts.relations],
-        "channels": None if facts.channels is None else [dataclasses.asdict(row) for row in facts.channels],
+        "relations": [
+            {**dataclasses.asdict(relation), "heap_bytes": relation.bytes - relation.index_bytes - relation.toast_bytes}
+            for relation in facts.relations
+        ],
+        "rows_unread": facts.rows_unread,
+        "channels": None if facts.channels is None else [_channel(row) for row in facts.channels],
         "checkpoint_rest_bytes": facts.checkpoint_rest_bytes,
         "metadata_bytes": facts.metadata_bytes,
         "large_values": [dataclasses.asdict(value) for value in facts.large_values],
-        "growth": {"unit": inspection.growth.unit, "buckets": _series(inspection.growth)},
+        "growth": _growth(inspection.growth),
         "rate": None if rate is None else _rate(rate),
-        "untimed_checkpoints": facts.untimed_checkpoints,
         "heaviest": [
             {
                 **dataclasses.asdict(thread),
                 "first": format_time(thread.first_ns),
                 "last": format_time(thread.last_ns),
-                "growth": _series(inspection.heaviest_growth.get(thread.thread_id, empty)),
+                "growth": _growth(inspection.heaviest_growth[thread.thread_id])
+                if thread.thread_id in inspection.heaviest_growth
+                else None,
             }
             for thread in facts.heaviest
         ],
         "app": dataclasses.asdict(facts.app) if facts.app is not None else None,
-        "legacy_files": [{"path": path, "bytes": size} for path, size in facts.legacy_files],
+        "legacy_files": [
+            {**dataclasses.asdict(legacy), "total_bytes": legacy.total_bytes} for legacy in facts.legacy_files
+        ],
         "advice": [dataclasses.asdict(advice) for advice in inspection.advice],
         "notes": facts.notes,
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _rows(series: str, thread_id: str, growth: Growth) -> Iterator[tuple[Any, ...]]:
+    if thread_id and not (
+        growth.buckets
+        or growth.untimed_checkpoints
+        or growth.untimed_bytes
+        or growth.out_of_range_checkpoints
+        or growth.out_of_range_bytes
+        or growth.unnamed_blob_rows
+    ):
+        # A heaviest thread always has a row, even one that wrote nothing datable.
+        yield (series, thread_id, "untimed", "", 0, 0, "")
+    for bucket in growth.buckets:
+        yield (series, thread_id, growth.unit.value, format_time(bucket.start_ns), bucket.checkpoints, bucket.bytes, "")
+    if growth.untimed_checkpoints or growth.untimed_bytes:
+        yield (series, thread_id, "untimed", "", growth.untimed_checkpoints, growth.untimed_bytes, "")
+    if growth.out_of_range_checkpoints or growth.out_of_range_bytes:
+        yield (series, thread_id, "out of range", "", growth.out_of_range_checkpoints, growth.out_of_range_bytes, "")
+    if growth.unnamed_blob_rows:
+        yield (series, thread_id, "unnamed blobs", "", 0, growth.unnamed_blob_bytes, growth.unnamed_blob_rows)
 
 
 def storage_to_csv(inspection: StorageInspection) -> str:
-    """The growth series: the whole store ('store'), then each heaviest thread by its id."""
+    """The growth series: the whole store ('store'), then each heaviest thread ('thread', its id in its own
+    column, escaped as text is), each followed by what is not in its buckets."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
-    series = [("store", inspection.growth), *inspection.heaviest_growth.items()]
-    for name, growth in series:
-        for bucket in growth.buckets:
-            writer.writerow((name, growth.unit, format_time(bucket.start_ns), bucket.checkpoints, bucket.bytes))
+    writer.writerows(_rows("store", "", inspection.growth))
+    for thread in inspection.facts.heaviest:
+        growth = inspection.heaviest_growth.get(thread.thread_id)
+        if growth is not None:
+            writer.writerows(_rows("thread", printable(thread.thread_id), growth))
     return buffer.getvalue()

@@ -12,41 +12,65 @@ time comparison, in Python and in SQL alike.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 # 100 ns ticks between the UUID epoch (1582-10-15) and the Unix epoch.
 _UUID_EPOCH_TICKS = 0x01B21DD213814000
 _CANONICAL_LENGTH = 36
-_HEX = frozenset("0123456789abcdef")
+# The canonical lowercase UUIDv6 time fields: 8 and 4 hex digits, the version 6, 3 hex digits. The one test
+# of "this id carries a write time", for write_time_ns and every reader that buckets ids by time.
+TIMED_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-6[0-9a-f]{3}-")
+# The same test in Postgres SQL (a POSIX regular expression), for a text column.
+TIMED_ID_SQL = "^[0-9a-f]{8}-[0-9a-f]{4}-6[0-9a-f]{3}-"
+HOUR_NS = 3_600 * 10**9
+_TICKS_PER_HOUR = HOUR_NS // 100
+# The first 8 hex digits are the top 32 bits of the 60-bit time: 2**28 ticks (26.8 s) share them.
+PREFIX_DIGITS = 8
+_PREFIX_TICKS = 1 << 28
+
+
+def is_timed(checkpoint_id: object) -> bool:
+    """The id is a canonical UUIDv6, so it carries its write time (the test write_time_ns applies)."""
+    return (
+        type(checkpoint_id) is str
+        and len(checkpoint_id) == _CANONICAL_LENGTH
+        and TIMED_ID.match(checkpoint_id) is not None
+    )
 
 
 def write_time_ns(checkpoint_id: str) -> int | None:
     """Nanoseconds since the Unix epoch when `checkpoint_id` (a UUIDv6) was minted; None for any other id."""
-    if (
-        len(checkpoint_id) != _CANONICAL_LENGTH
-        or checkpoint_id[14] != "6"
-        or checkpoint_id[8] != "-"
-        or checkpoint_id[13] != "-"
-        or checkpoint_id[18] != "-"
-        or not _HEX.issuperset(checkpoint_id[:8])
-        or not _HEX.issuperset(checkpoint_id[9:13])
-        or not _HEX.issuperset(checkpoint_id[15:18])
-    ):
+    if not is_timed(checkpoint_id):
         return None
     ticks = (int(checkpoint_id[:8], 16) << 28) | (int(checkpoint_id[9:13], 16) << 12) | int(checkpoint_id[15:18], 16)
     return (ticks - _UUID_EPOCH_TICKS) * 100
 
 
-# A checkpoint id's first 8 hex digits are the top 32 bits of its UUIDv6 time: buckets of 2**28 x 100 ns
-# (26.8 s), which SQL can group by without parsing a time (`substr(checkpoint_id, 1, 8)`).
-BUCKET_PREFIX = 8
+def hour_start_ns(unix_ns: int) -> int:
+    """The start of the UTC hour `unix_ns` falls in."""
+    return unix_ns - unix_ns % HOUR_NS
 
 
-def bucket_start_ns(prefix: str) -> int | None:
-    """The start of a checkpoint id's time bucket, from its first BUCKET_PREFIX hex digits."""
-    if len(prefix) < BUCKET_PREFIX or not _HEX.issuperset(prefix[:BUCKET_PREFIX]):
-        return None
-    return ((int(prefix[:BUCKET_PREFIX], 16) << 28) - _UUID_EPOCH_TICKS) * 100
+def prefix_hour_ns(prefix: str) -> int | None:
+    """The hour every UUIDv6 whose first PREFIX_DIGITS hex digits are `prefix` was written in, or None when
+    those 26.8 seconds cross the start of an hour (then only the whole id says which). A reader caches it
+    per prefix, so most ids are bucketed by the hour without parsing their time."""
+    first = ((int(prefix, 16) << 28) - _UUID_EPOCH_TICKS) * 100
+    last = first + (_PREFIX_TICKS - 1) * 100
+    start = hour_start_ns(first)
+    return start if start == hour_start_ns(last) else None
+
+
+def hour_sql(column: str) -> str:
+    """Postgres SQL for the hour a canonical UUIDv6 `column` was written in, as whole hours since the Unix
+    epoch; NULL for any other id. All 15 hex digits of the time make a non-negative bigint (60 bits), and
+    the UUID epoch is a whole number of hours before the Unix epoch, so integer division floors exactly."""
+    ticks = f"('x0' || substr({column}, 1, 8) || substr({column}, 10, 4) || substr({column}, 16, 3))::bit(64)::bigint"
+    return (
+        f"CASE WHEN length({column}) = {_CANONICAL_LENGTH} AND {column} ~ '{TIMED_ID_SQL}'"
+        f" THEN {ticks} / {_TICKS_PER_HOUR} - {_UUID_EPOCH_TICKS // _TICKS_PER_HOUR} END"
+    )
 
 
 # The times --since accepts: a UUIDv6 timestamp runs out in the year 5236.

@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.native import holds
 from deerflow_ckpt.store.lean import ext_header
-from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V2
+from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V1, EXT_PYDANTIC_V2
 
 # langchain_core's RemoveMessage, and the id that removes every message (REMOVE_ALL_MESSAGES).
 REMOVE_MESSAGE = ("langchain_core.messages.modifier", "RemoveMessage")
@@ -24,6 +25,15 @@ REMOVE_ALL_ID = "__remove_all__"
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 # langgraph.types.Overwrite: a write that replaces the channel's value instead of going through the reducer.
 OVERWRITE = ("langgraph.types", "Overwrite")
+# langchain_core's ToolMessage: a tool's output, counted apart by `inspect storage`.
+TOOL_MESSAGE = ("langchain_core.messages.tool", "ToolMessage")
+# Bytes every serialized ToolMessage holds (its module's name, whatever the str header): a value without
+# them holds none, which one substring search (C speed; the longest such name skips fastest) says before
+# any item is read.
+TOOL_MESSAGE_MARKER = TOOL_MESSAGE[0].encode()
+# The ext codes whose payload is [module, class name, fields, ...]: pydantic v2 and v1 models, keyword
+# constructors.
+_MODEL_EXT_CODES = frozenset((EXT_PYDANTIC_V2, EXT_PYDANTIC_V1, EXT_CONSTRUCTOR_KW_ARGS))
 
 
 class Unprovable(Exception):
@@ -220,6 +230,43 @@ def _list_items(data: bytes | memoryview, where: str) -> list[msgspec.Raw] | Non
         return None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise Unprovable(f"{where} is not decodable msgpack ({exc})") from None
+
+
+def names_type(raw: bytes | memoryview | msgspec.Raw, kind: tuple[str, str]) -> bool:
+    """`raw` is one ext value naming the type `kind` (module, class name): its name read, nothing built."""
+    try:
+        ext = _ext.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    if ext.code not in _MODEL_EXT_CODES:
+        return False
+    try:
+        model = _model.decode(ext.data)
+    except (msgspec.DecodeError, RecursionError):  # msgspec.ValidationError is a DecodeError
+        return False
+    return (model.module, model.name) == kind
+
+
+def tool_outputs(data: bytes | memoryview | msgspec.Raw) -> tuple[int, int]:
+    """(ToolMessage items, their bytes) in a `messages` value: a list, a snapshot of one, or one message (a
+    write of a single value). Each item's type is read inertly from its ext payload's class name."""
+    if not holds(data, TOOL_MESSAGE_MARKER):
+        return 0, 0
+    header = ext_header(data)
+    if header is not None and header[0] == EXT_DELTA_SNAPSHOT:
+        data = memoryview(data)[header[1] :]
+    try:
+        items: list[Any] = _items.decode(data)
+    except msgspec.ValidationError:
+        items = [data]
+    except (msgspec.DecodeError, RecursionError):
+        return 0, 0
+    count = size = 0
+    for raw in items:
+        if names_type(raw, TOOL_MESSAGE):
+            count += 1
+            size += len(memoryview(raw))
+    return count, size
 
 
 def stored_list(data: bytes | memoryview, where: str) -> StoredList:

@@ -93,14 +93,26 @@ class Relation:
     last_autoanalyze: str | None = None
 
 
+# ChannelBytes.part of the messages channel's ToolMessage items (the rest of the channel is the row without).
+TOOL_OUTPUTS = "tool outputs"
+
+
 @dataclass(frozen=True)
 class ChannelBytes:
     stored_in: StoredIn
     channel: str
+    # Stored values (for the TOOL_OUTPUTS part: ToolMessage items).
     values: int
-    # Bytes as stored (Postgres: after TOAST compression) and before compression (equal on SQLite).
+    # Bytes as stored (Postgres: after compression; an inline JSONB value's share of its checkpoint's stored
+    # size) and before compression (its text; equal on SQLite).
     bytes: int
     raw_bytes: int
+    # A part of the channel counted on its own (TOOL_OUTPUTS), or None for the channel (without its parts).
+    part: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.channel if self.part is None else f"{self.channel}: {self.part}"
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,8 @@ class LargeValue:
     copies: int = 1
     # The first checkpoint holding it, or the write's checkpoint.
     checkpoint_id: str | None = None
+    # A digest of the base64 text (blake2b, 16 bytes, hex): equal digests, the same file.
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,21 @@ class Bucket:
     start_ns: int
     checkpoints: int
     bytes: int
+
+
+@dataclass
+class WriteTimes:
+    """What a store (or one thread) wrote, by the UTC hour its checkpoint ids were minted in
+    (store/clock.py), and what no id dates. Every checkpoint is in an hour or counted as untimed."""
+
+    # Hours that wrote something, oldest first (a write's hour is its checkpoint id's).
+    hours: list[Bucket] = field(default_factory=list)
+    # Checkpoints whose id is no canonical UUIDv6, with their bytes and those of the writes under such ids.
+    untimed_checkpoints: int = 0
+    untimed_bytes: int = 0
+    # Postgres blobs no checkpoint names (no checkpoint's channel_versions holds their version).
+    unnamed_blob_rows: int = 0
+    unnamed_blob_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +181,20 @@ class AppThreads:
     app_only: int
 
 
+@dataclass(frozen=True)
+class LegacyFile:
+    """A legacy checkpointer file (store.db) and its companions; sizes None when a file is absent."""
+
+    path: str
+    bytes: int
+    wal_bytes: int | None = None
+    shm_bytes: int | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes + (self.wal_bytes or 0) + (self.shm_bytes or 0)
+
+
 @dataclass
 class StorageFacts:
     database: str
@@ -165,14 +208,14 @@ class StorageFacts:
     checkpoint_rest_bytes: int | None = None
     metadata_bytes: int = 0
     large_values: list[LargeValue] = field(default_factory=list)
-    # Bytes written per time bucket (store/clock.py, bucket_start_ns) for the store and each heaviest thread.
-    growth: list[Bucket] = field(default_factory=list)
+    # What was written by the hour, for the store and each of the heaviest threads.
+    growth: WriteTimes = field(default_factory=WriteTimes)
     heaviest: list[ThreadBytes] = field(default_factory=list)
-    heaviest_growth: dict[str, list[Bucket]] = field(default_factory=dict)
-    # Checkpoints whose id carries no write time (not a UUIDv6).
-    untimed_checkpoints: int = 0
+    heaviest_growth: dict[str, WriteTimes] = field(default_factory=dict)
     app: AppThreads | None = None
-    # A legacy checkpointer file beside the app's database (its path and size), when there is one.
-    legacy_files: list[tuple[str, int]] = field(default_factory=list)
+    # A legacy checkpointer file beside the app's database, when there is one.
+    legacy_files: list[LegacyFile] = field(default_factory=list)
+    # Why the rows were not read at all (a missing privilege): bytes by thread, channel and time are unknown.
+    rows_unread: str | None = None
     # Why a part could not be read (a missing privilege, dbstat not compiled in), for the report to say.
     notes: list[str] = field(default_factory=list)

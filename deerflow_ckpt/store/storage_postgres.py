@@ -2,9 +2,12 @@
 
 Every figure is SQL over the catalog, the statistics views and stored lengths: `pg_column_size` (as
 stored, after compression) and `octet_length` (raw) read the heap's TOAST pointers, never the TOAST
-tables. Only the large-value peek reads value bytes: `position()` on values of at least
-`StorageRequest.large_value_bytes`, server-side, and the hits' bytes confirmed here by their signature.
-Nothing is decoded with LangGraph's serializer.
+tables. A value inline in the checkpoint JSONB is compressed with the whole column: its stored bytes are
+its share (by text length) of the column's stored size. Only two passes read value bytes, both only with
+`StorageRequest.channels`: the large-value peek (`position()` on values of at least
+`StorageRequest.large_value_bytes`, server-side, the hits' bytes confirmed here by their signature) and
+the tool-output pass (`messages` blobs and writes that hold ToolMessage's module name, their items' types
+read here, store/messages.py). Nothing is decoded with LangGraph's serializer.
 
 Aggregates are taken per table before anything is joined: ckpt cannot ANALYZE, and a never-analysed
 table (reltuples -1) turns a join of raw rows into a very bad plan. Relations are found through
@@ -12,9 +15,11 @@ pg_class and pg_namespace, and every table is privilege-checked before it is rea
 (to_regclass on a schema without USAGE, a SELECT without privilege) aborts the read-only transaction:
 what cannot be read is said in `StorageFacts.notes`.
 
-Cost (45,000 checkpoints, 300 threads, 137 MB database, warm, 2 CPUs): 1.13 s for the whole process
-against 1.11 s for `ckpt verify-shape` (1.01x), 38 MiB peak. Half of it is growth's first-version
-aggregate (jsonb_each_text over every checkpoint's channel_versions, to date each blob).
+Cost (45,000 checkpoints, 300 threads, 131 MB database, warm, 2 CPUs shared with another benchmark): 1.16 s
+for the whole process against 0.89 s for `ckpt verify-shape` (1.30x, median of 7 pairs), 51 MiB peak. Most
+of it is the server's: growth's first-version aggregate (jsonb_each_text over every checkpoint's
+channel_versions, to date each blob) and the two passes that detoast values (the `messages` blobs for tool
+outputs, the large values for the base64 peek).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from typing import Any
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.store.base64_peek import find_base64_files
-from deerflow_ckpt.store.clock import bucket_start_ns, write_time_ns
+from deerflow_ckpt.store.base64_peek import content_digest, find_base64_files
+from deerflow_ckpt.store.clock import HOUR_NS, TIMED_ID_SQL, hour_sql, write_time_ns
+from deerflow_ckpt.store.messages import TOOL_MESSAGE_MARKER, tool_outputs
 from deerflow_ckpt.store.postgres import connect
 from deerflow_ckpt.store.source import PostgresTarget
 from deerflow_ckpt.store.storage import (
+    TOOL_OUTPUTS,
     AppThreads,
     Bucket,
     ChannelBytes,
@@ -41,19 +48,23 @@ from deerflow_ckpt.store.storage import (
     StorageRequest,
     StoredIn,
     ThreadBytes,
+    WriteTimes,
 )
 
 CHECKPOINTS, BLOBS, WRITES, MIGRATIONS = "checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"
 RELATIONS = (CHECKPOINTS, BLOBS, WRITES, MIGRATIONS)
 APP_TABLE = "threads_meta"
+MESSAGES = "messages"
+# The app table is looked for in these schemas after the checkpoints' own (DeerFlow's app tables live
+# wherever its connection's search path puts them, public by default).
+APP_FALLBACK_SCHEMA = "public"
 
-# A checkpoint id's time bucket (store/clock.py, BUCKET_PREFIX); NULL when the id is no UUIDv6.
-# The test is write_time_ns's (store/clock.py).
-_BUCKET_SQL = (
-    "CASE WHEN length({col}) = 36 AND substr({col}, 9, 1) = '-' AND substr({col}, 14, 1) = '-'"
-    " AND substr({col}, 15, 1) = '6' AND substr({col}, 19, 1) = '-' AND substr({col}, 1, 18) ~ '^[0-9a-f-]+$'"
-    " THEN substr({col}, 1, 8) END"
-)
+
+def _timed_sql(column: str) -> str:
+    """The id in `column` carries a write time: write_time_ns's test (store/clock.py)."""
+    return f"length({column}) = 36 AND {column} ~ '{TIMED_ID_SQL}'"
+
+
 # A checkpoint's JSONB object at `key`, NULL when it is anything else (jsonb_each raises on a non-object).
 _OBJECT_SQL = "CASE WHEN jsonb_typeof(c.checkpoint->'{key}') = 'object' THEN c.checkpoint->'{key}' END"
 _CHECKPOINT_BYTES_SQL = "coalesce(pg_column_size(c.checkpoint), 0) + coalesce(pg_column_size(c.metadata), 0)"
@@ -92,6 +103,8 @@ class _Reader:
         self.request = request
         self.facts = StorageFacts(database=target.describe(), backend="postgres")
         self.schema = ""
+        # The schema threads_meta was found in (the checkpoints', the search path's, or public).
+        self.app_schema = ""
         self.tables: dict[str, _Table] = {}
         self._usage = True
 
@@ -102,10 +115,14 @@ class _Reader:
         self.facts.relations = self._relations()
         unreadable = [name for name in (CHECKPOINTS, BLOBS, WRITES) if not self._readable(name)]
         if unreadable:
+            reason = (
+                f"no USAGE privilege on schema {self.schema}"
+                if not self._usage
+                else f"no SELECT privilege on {', '.join(f'{self.schema}.{name}' for name in unreadable)}"
+            )
+            self.facts.rows_unread = reason
             self.facts.notes.append(
-                f"no SELECT privilege on {', '.join(f'{self.schema}.{name}' for name in unreadable)}"
-                f"{'' if self._usage else f' (no USAGE on schema {self.schema})'}: bytes by thread, channel and"
-                " time, large values and orphans are not read"
+                f"{reason}: bytes by thread, channel and time, large values and orphans are not read"
             )
             return self.facts
         totals = self._thread_totals()
@@ -145,16 +162,39 @@ class _Reader:
             "ORDER BY s.position LIMIT 1",
             (CHECKPOINTS,),
         )
-        if row is None:
-            raise StoreError(f"no {CHECKPOINTS} table in the search path: not a LangGraph Postgres checkpoint database")
-        return str(row[0])
+        if row is not None:
+            return str(row[0])
+        # A schema on the search path that holds the tables but that this role may not use is left out of
+        # current_schemas: it is the store, unreadable (the read says so), not a missing one.
+        unusable = self._one(
+            "SELECT n.nspname FROM unnest(%s::text[]) WITH ORDINALITY AS s(name, position) "
+            "JOIN pg_namespace n ON n.nspname = s.name "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = %s AND c.relkind IN ('r', 'p') "
+            "WHERE NOT has_schema_privilege(n.oid, 'USAGE') ORDER BY s.position LIMIT 1",
+            (self._search_path(), CHECKPOINTS),
+        )
+        if unusable is not None:
+            return str(unusable[0])
+        raise StoreError(f"no {CHECKPOINTS} table in the search path: not a LangGraph Postgres checkpoint database")
+
+    def _search_path(self) -> list[str]:
+        """The search_path setting's schema names as written ($user made the role's name)."""
+        row = self._one("SELECT current_setting('search_path'), current_user")
+        setting, user = str(row[0]), str(row[1])
+        names = []
+        for part in setting.split(","):
+            name = part.strip()
+            if len(name) >= 2 and name[0] == name[-1] == '"':
+                name = name[1:-1].replace('""', '"')
+            names.append(user if name == "$user" else name)
+        return names
 
     def _tables(self) -> dict[str, _Table]:
         rows = self._all(
             "SELECT c.relname, c.oid::bigint, has_schema_privilege(n.oid, 'USAGE'), "
             "has_table_privilege(c.oid, 'SELECT') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind IN ('r', 'p')",
-            (self.schema, [*RELATIONS, APP_TABLE]),
+            (self.schema, list(RELATIONS)),
         )
         self._usage = all(bool(row[2]) for row in rows) if rows else True
         found = {
@@ -165,19 +205,43 @@ class _Reader:
                 raise StoreError(
                     f"no {name} table in schema {self.schema}: not a LangGraph Postgres checkpoint database"
                 )
+        app = self._app_table()
+        if app is not None:
+            found[APP_TABLE] = app
         return found
+
+    def _app_table(self) -> _Table | None:
+        """DeerFlow's threads_meta in the same database: in the checkpoints' schema, else the first schema of
+        the search path, else public, that holds one (`app_schema` names it); readable as the others are."""
+        candidates = [self.schema, *(name for name in self._search_path() if name != self.schema)]
+        if APP_FALLBACK_SCHEMA not in candidates:
+            candidates.append(APP_FALLBACK_SCHEMA)
+        row = self._one(
+            "SELECT n.nspname, c.oid::bigint, has_schema_privilege(n.oid, 'USAGE') "
+            "AND has_table_privilege(c.oid, 'SELECT') "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS s(name, position) "
+            "JOIN pg_namespace n ON n.nspname = s.name "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = %s AND c.relkind IN ('r', 'p') "
+            "ORDER BY s.position LIMIT 1",
+            (candidates, APP_TABLE),
+        )
+        if row is None:
+            return None
+        self.app_schema = str(row[0])
+        return _Table(APP_TABLE, int(row[1]), bool(row[2]))
 
     def _readable(self, name: str) -> bool:
         table = self.tables.get(name)
         return table is not None and table.readable
 
-    def _sql(self, text: str, **names: str) -> str:
-        """`text` with each {key} replaced by the quoted, schema-qualified table `names[key]` (and nothing
-        else: SQL keeps its own braces)."""
+    def _sql(self, text: str, schema: str | None = None, **names: str) -> str:
+        """`text` with each {key} replaced by the quoted table `names[key]` in `schema` (the checkpoints'
+        by default), and nothing else: SQL keeps its own braces."""
         from psycopg import sql
 
         for key, name in names.items():
-            text = text.replace("{" + key + "}", sql.Identifier(self.schema, name).as_string(self.connection))
+            identifier = sql.Identifier(schema or self.schema, name)
+            text = text.replace("{" + key + "}", identifier.as_string(self.connection))
         return text
 
     # -- the database and its relations --------------------------------------------------------------
@@ -249,14 +313,14 @@ class _Reader:
     # -- bytes by thread and by time -----------------------------------------------------------------
 
     def _thread_totals(self) -> dict[str, _ThreadTotal]:
-        bucket = _BUCKET_SQL.format(col="c.checkpoint_id")
+        timed = _timed_sql("c.checkpoint_id")
         query = self._sql(
             "SELECT thread_id, sum(n), sum(ckpt), sum(meta), sum(blob), sum(write), min(first_id), max(last_id) "
             "FROM ("
             f" SELECT c.thread_id, count(*) AS n, sum({_CHECKPOINT_BYTES_SQL}) AS ckpt,"
             "  sum(coalesce(pg_column_size(c.metadata), 0)) AS meta, 0 AS blob, 0 AS write,"
-            f"  min(CASE WHEN {bucket} IS NOT NULL THEN c.checkpoint_id END) AS first_id,"
-            f"  max(CASE WHEN {bucket} IS NOT NULL THEN c.checkpoint_id END) AS last_id"
+            f"  min(CASE WHEN {timed} THEN c.checkpoint_id END) AS first_id,"
+            f"  max(CASE WHEN {timed} THEN c.checkpoint_id END) AS last_id"
             "  FROM {checkpoints} c GROUP BY 1"
             " UNION ALL SELECT thread_id, 0, 0, 0, sum(coalesce(pg_column_size(blob), 0)), 0, NULL, NULL"
             "  FROM {blobs} GROUP BY 1"
@@ -275,47 +339,55 @@ class _Reader:
         return totals
 
     def _growth(self, heaviest: list[str]) -> None:
-        """Bytes written per time bucket, for the store and each of the `heaviest` threads, in one pass.
+        """Bytes written per hour, for the store and each of the `heaviest` threads, in one pass.
 
-        A checkpoint's and a write's time is their checkpoint id's; a blob's is the first checkpoint that
-        names its (channel, version). Blobs no checkpoint names have no time and are left out."""
-        bucket = _BUCKET_SQL.format(col="c.checkpoint_id")
-        first_bucket = _BUCKET_SQL.format(col="f.first_id")
-        write_bucket = _BUCKET_SQL.format(col="w.checkpoint_id")
+        A checkpoint's and a write's hour is their checkpoint id's; a blob's is the first checkpoint's that
+        names its (channel, version). Blobs no checkpoint names have no hour: counted apart, rows and bytes."""
         versions = _OBJECT_SQL.format(key="channel_versions")
         query = self._sql(
-            "SELECT bucket, top, sum(n), sum(bytes) FROM ("
-            f" SELECT {bucket} AS bucket, CASE WHEN c.thread_id = ANY(%(top)s) THEN c.thread_id END AS top,"
+            "SELECT hour, top, kind, sum(n), sum(bytes) FROM ("
+            f" SELECT {hour_sql('c.checkpoint_id')} AS hour,"
+            "  CASE WHEN c.thread_id = ANY(%(top)s) THEN c.thread_id END AS top, 'c' AS kind,"
             f"  count(*) AS n, sum({_CHECKPOINT_BYTES_SQL}) AS bytes FROM {{checkpoints}} c GROUP BY 1, 2"
-            f" UNION ALL SELECT {write_bucket}, CASE WHEN w.thread_id = ANY(%(top)s) THEN w.thread_id END, 0,"
+            f" UNION ALL SELECT {hour_sql('w.checkpoint_id')},"
+            "  CASE WHEN w.thread_id = ANY(%(top)s) THEN w.thread_id END, 'w', 0,"
             "  sum(coalesce(pg_column_size(w.blob), 0)) FROM {writes} w GROUP BY 1, 2"
-            f" UNION ALL SELECT {first_bucket}, CASE WHEN b.thread_id = ANY(%(top)s) THEN b.thread_id END, 0,"
+            f" UNION ALL SELECT {hour_sql('f.first_id')},"
+            "  CASE WHEN b.thread_id = ANY(%(top)s) THEN b.thread_id END,"
+            "  CASE WHEN f.first_id IS NULL THEN 'u' ELSE 'b' END, count(*),"
             "  sum(coalesce(pg_column_size(b.blob), 0)) FROM {blobs} b"
-            "  JOIN (SELECT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version,"
+            "  LEFT JOIN (SELECT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version,"
             "        min(c.checkpoint_id) AS first_id"
             f"        FROM {{checkpoints}} c, jsonb_each_text({versions}) v GROUP BY 1, 2, 3, 4) f"
             "   USING (thread_id, checkpoint_ns, channel, version)"
-            "  GROUP BY 1, 2"
-            ") x GROUP BY 1, 2",
+            "  GROUP BY 1, 2, 3"
+            ") x GROUP BY 1, 2, 3",
             checkpoints=CHECKPOINTS,
             blobs=BLOBS,
             writes=WRITES,
         )
         store: dict[int, list[int]] = {}
-        threads: dict[str, dict[int, list[int]]] = {thread_id: {} for thread_id in heaviest}
+        times = {thread_id: WriteTimes() for thread_id in heaviest}
+        slots: dict[str, dict[int, list[int]]] = {thread_id: {} for thread_id in heaviest}
         with self.connection.cursor() as cursor:
             cursor.execute(query, {"top": heaviest})
-            for prefix, top, count, size in cursor:
-                start = None if prefix is None else bucket_start_ns(prefix)
-                if start is None:
-                    self.facts.untimed_checkpoints += int(count)
-                    continue
-                for buckets in (store, threads[top]) if top is not None else (store,):
-                    slot = buckets.setdefault(start, [0, 0])
-                    slot[0] += int(count)
-                    slot[1] += int(size or 0)
-        self.facts.growth = _buckets(store)
-        self.facts.heaviest_growth = {thread_id: _buckets(buckets) for thread_id, buckets in threads.items()}
+            for hour, top, kind, count, size in cursor:
+                count, size = int(count), int(size or 0)
+                for target, hours in ((self.facts.growth, store), *([(times[top], slots[top])] if top else [])):
+                    if kind == "u":
+                        target.unnamed_blob_rows += count
+                        target.unnamed_blob_bytes += size
+                    elif hour is None:
+                        target.untimed_checkpoints += count if kind == "c" else 0
+                        target.untimed_bytes += size
+                    else:
+                        slot = hours.setdefault(int(hour) * HOUR_NS, [0, 0])
+                        slot[0] += count if kind == "c" else 0
+                        slot[1] += size
+        self.facts.growth.hours = _buckets(store)
+        for thread_id, thread_times in times.items():
+            thread_times.hours = _buckets(slots[thread_id])
+        self.facts.heaviest_growth = times
 
     # -- bytes by channel ----------------------------------------------------------------------------
 
@@ -327,19 +399,58 @@ class _Reader:
                 " sum(coalesce(octet_length(blob), 0)) FROM {table} GROUP BY channel",
                 table=table,
             )
-            channels += [ChannelBytes(stored_in, str(ch), int(n), int(s), int(r)) for ch, n, s, r in self._all(query)]
+            rows = [ChannelBytes(stored_in, str(ch), int(n), int(s), int(r)) for ch, n, s, r in self._all(query)]
+            channels += self._split_tool_outputs(stored_in, table, rows)
         # Inline values (None, strings, numbers, the snapshot marker) live in the checkpoint's JSONB, which is
-        # compressed as a whole: a value's size is its JSON text, stored and raw alike.
+        # stored (and compressed) as a whole: a value's stored bytes are its share, by text length, of its
+        # checkpoint's stored size (floored per value); its text is its size before compression.
+        # Bigint arithmetic floors exactly (sizes are far below its range), and the text of a checkpoint is
+        # made only for the checkpoints that hold inline values.
         query = self._sql(
-            "SELECT kv.key, count(*), sum(octet_length(kv.value::text)) FROM {checkpoints} c, "
-            f"jsonb_each({_OBJECT_SQL.format(key='channel_values')}) kv GROUP BY kv.key",
+            "SELECT kv.key, count(*),"
+            " sum(pg_column_size(c.checkpoint)::bigint * octet_length(kv.value::text)"
+            "     / octet_length(c.checkpoint::text)),"
+            " sum(octet_length(kv.value::text))"
+            f" FROM {{checkpoints}} c, jsonb_each({_OBJECT_SQL.format(key='channel_values')}) kv GROUP BY kv.key",
             checkpoints=CHECKPOINTS,
         )
-        inline = [ChannelBytes(StoredIn.CHECKPOINTS, str(ch), int(n), int(s), int(s)) for ch, n, s in self._all(query)]
+        inline = [
+            ChannelBytes(StoredIn.CHECKPOINTS, str(ch), int(n), int(s), int(r)) for ch, n, s, r in self._all(query)
+        ]
         channels += inline
-        self.facts.channels = sorted(channels, key=lambda c: (-c.bytes, c.stored_in, c.channel))
+        self.facts.channels = sorted(channels, key=lambda c: (-c.bytes, c.stored_in, c.label))
         inline_bytes = sum(channel.bytes for channel in inline)
-        self.facts.checkpoint_rest_bytes = max(0, checkpoint_bytes - self.facts.metadata_bytes - inline_bytes)
+        self.facts.checkpoint_rest_bytes = checkpoint_bytes - self.facts.metadata_bytes - inline_bytes
+
+    def _split_tool_outputs(self, stored_in: StoredIn, table: str, rows: list[ChannelBytes]) -> list[ChannelBytes]:
+        """The messages row without its ToolMessage items, and those items as a row of their own: stored
+        bytes are each value's stored size apportioned by the items' share of its raw bytes (floored)."""
+        messages = next((row for row in rows if row.channel == MESSAGES), None)
+        if messages is None:
+            return rows
+        marker = "\\x" + TOOL_MESSAGE_MARKER.hex()
+        query = self._sql(
+            "SELECT stored, value FROM (SELECT pg_column_size(blob) AS stored, blob || ''::bytea AS value"
+            f" FROM {{table}} WHERE channel = %s OFFSET 0) s WHERE position('{marker}'::bytea IN value) > 0",
+            table=table,
+        )
+        items = stored = raw = 0
+        # A server-side cursor: only values that name the module cross the wire, a few at a time.
+        with self.connection.cursor(name=f"ckpt_tools_{stored_in}", binary=True) as cursor:
+            cursor.itersize = 16
+            cursor.execute(query, (MESSAGES,))
+            for value_stored, value in cursor:
+                data = bytes(value)
+                count, size = tool_outputs(data)
+                if count:
+                    items += count
+                    raw += size
+                    stored += int(value_stored) * size // len(data)
+        if not items:
+            return rows
+        rest = ChannelBytes(stored_in, MESSAGES, messages.values, messages.bytes - stored, messages.raw_bytes - raw)
+        tools = ChannelBytes(stored_in, MESSAGES, items, stored, raw, part=TOOL_OUTPUTS)
+        return [row for row in rows if row is not messages] + [rest, tools]
 
     # -- large values ---------------------------------------------------------------------------------
 
@@ -371,12 +482,15 @@ class _Reader:
                 cursor.itersize = 8
                 cursor.execute(query, (threshold,))
                 for thread_id, ns, channel, value, checkpoint_id in cursor:
-                    for looks_like, _, size in find_base64_files(bytes(value), msgpack=True):
+                    data = bytes(value)
+                    for looks_like, start, size in find_base64_files(data, msgpack=True):
+                        digest = content_digest(data, start, size).hex()
                         found.append(
                             LargeValue(
-                                str(thread_id), ns or "", stored_in, str(channel), looks_like, size, 1, checkpoint_id
+                                str(thread_id), ns or "", stored_in, str(channel), looks_like, size, 1, checkpoint_id,
+                                digest,
                             )
-                        )
+                        )  # fmt: skip
         # Strings inline in the checkpoints' JSONB: every checkpoint carries the channel's current value.
         strpos = " OR ".join(f"strpos(kv.value #>> '{{}}', '{pattern}') > 0" for pattern in _SERVER_PATTERNS)
         inline = self._sql(
@@ -387,11 +501,12 @@ class _Reader:
             checkpoints=CHECKPOINTS,
         )
         for thread_id, ns, channel, text, copies, checkpoint_id in self._all(inline, (threshold,)):
-            for looks_like, _, size in find_base64_files(str(text).encode(), msgpack=False):
+            data = str(text).encode()
+            for looks_like, start, size in find_base64_files(data, msgpack=False):
                 found.append(
                     LargeValue(
                         str(thread_id), ns or "", StoredIn.CHECKPOINTS, str(channel), looks_like, size, int(copies),
-                        checkpoint_id,
+                        checkpoint_id, content_digest(data, start, size).hex(),
                     )
                 )  # fmt: skip
         return sorted(found, key=lambda v: (-v.bytes * v.copies, v.thread_id, v.channel, v.checkpoint_id or ""))
@@ -399,12 +514,16 @@ class _Reader:
     # -- the app's threads ----------------------------------------------------------------------------
 
     def _app_threads(self, totals: dict[str, _ThreadTotal]) -> AppThreads | None:
+        """The threads with stored rows (checkpoints, blobs or writes) that threads_meta does not know, and
+        its rows that have none: the same count as on SQLite."""
         table = self.tables.get(APP_TABLE)
-        qualified = f"{self.schema}.{APP_TABLE}"
         if table is None:
             return None
+        qualified = f"{self.app_schema}.{APP_TABLE}"
         if not table.readable:
-            self.facts.notes.append(f"no SELECT privilege on {qualified}: orphan threads are not counted")
+            self.facts.notes.append(
+                f"no SELECT privilege on {qualified} (or no USAGE on its schema): orphan threads are not counted"
+            )
             return None
         columns = {row[0] for row in self._all(
             "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped", (table.oid,)
@@ -412,18 +531,18 @@ class _Reader:
         if "thread_id" not in columns:
             self.facts.notes.append(f"{qualified} has no thread_id column: orphan threads are not counted")
             return None
-        known = {str(row[0]) for row in self._all(self._sql("SELECT thread_id FROM {app}", app=APP_TABLE))}
+        query = self._sql("SELECT thread_id FROM {app}", schema=self.app_schema, app=APP_TABLE)
+        known = {str(row[0]) for row in self._all(query)}
         orphans = sorted(
-            (total for thread_id, total in totals.items() if thread_id not in known and total.checkpoints),
+            (total for thread_id, total in totals.items() if thread_id not in known),
             key=lambda total: (-total.bytes, total.thread_id),
         )
-        checkpointed = {thread_id for thread_id, total in totals.items() if total.checkpoints}
         return AppThreads(
             table=qualified,
-            known=len(known & checkpointed),
+            known=len(known & totals.keys()),
             orphans=tuple(total.thread_bytes() for total in orphans),
             orphan_bytes=sum(total.bytes for total in orphans),
-            app_only=len(known - checkpointed),
+            app_only=len(known - totals.keys()),
         )
 
 

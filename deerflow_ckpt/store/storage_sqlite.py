@@ -1,19 +1,24 @@
 """Where a SQLite checkpoint store's bytes are (`ckpt inspect storage`), read without writing.
 
 One `mode=ro` connection (store/sqlite.py) and one read transaction for the PRAGMAs, dbstat, the app
-table and the passes, so the figures describe one snapshot even while DeerFlow writes. Nothing here
+table and the passes, so the figures describe one snapshot even while DeerFlow writes. dbstat walks every
+b-tree but the checkpoints table, which is the used pages less the others (exact without auto_vacuum). Nothing here
 writes: no PRAGMA that sets anything, no wal_checkpoint. Sizes come from `length()`, which SQLite takes
 from the record header without reading overflow pages (never `CAST(... AS BLOB)` in a size query). Only
 the per-channel pass (`StorageRequest.channels`) reads the `checkpoint` values: msgspec splits each into
 its channels' raw msgpack (store/lean.py's approach), so a channel's bytes are exact and nothing is decoded
-with LangGraph's serializer; values of at least `large_value_bytes` are searched for base64 images and
-documents by their signatures. A large file's checkpoint pass is cut into thread ranges read by two
-processes, as verify-shape does; each reads in its own read transaction.
+with LangGraph's serializer; the `messages` values (and writes) that name ToolMessage have their items'
+types read (store/messages.py, tool_outputs), and values of at least `large_value_bytes` are searched for
+base64 images and documents by their signatures. A large file's passes are cut into rowid ranges read by
+two processes; each reads in its own read transaction.
+
+Keys are counted as SQLite stores them (a BLOB thread id stays bytes, so it never merges with a text one)
+and made text only for the report (records.key_text). Text that is not UTF-8 is read losslessly
+(surrogateescape): a pass that meets some starts again with that decoding, so the common case pays nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import struct
@@ -25,11 +30,21 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.store.base64_peek import find_base64_files
-from deerflow_ckpt.store.clock import BUCKET_PREFIX, bucket_start_ns, write_time_ns
+from deerflow_ckpt.native import holds
+from deerflow_ckpt.store.base64_peek import content_digest, find_base64_files
+from deerflow_ckpt.store.clock import (
+    PREFIX_DIGITS,
+    TIMED_ID,
+    hour_start_ns,
+    prefix_hour_ns,
+    write_time_ns,
+)
+from deerflow_ckpt.store.messages import TOOL_MESSAGE_MARKER, tool_outputs
+from deerflow_ckpt.store.records import key_text
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly, readonly_uri
 from deerflow_ckpt.store.storage import (
+    TOOL_OUTPUTS,
     AppThreads,
     Bucket,
     ChannelBytes,
@@ -40,13 +55,14 @@ from deerflow_ckpt.store.storage import (
     StorageRequest,
     StoredIn,
     ThreadBytes,
+    WriteTimes,
 )
 
-# Below this size one process reads everything in one transaction; above it the checkpoint pass is split.
+# Below this size one process reads everything in one transaction; above it the passes are split.
 SPLIT_BYTES = 256 * 1024 * 1024
 DEFAULT_JOBS = 2
 APP_TABLE = "threads_meta"
-# A base64 run shorter than this inside a large value is not worth naming.
+MESSAGES = "messages"
 # SQLite's lock-byte page sits at byte offset 1 GiB and belongs to no b-tree.
 _LOCK_BYTE_OFFSET = 1 << 30
 # The wal-index header in -shm (native byte order): two copies of WalIndexHdr (48 bytes), then WalCkptInfo.
@@ -54,6 +70,7 @@ _SHM_HEADER_BYTES = 136
 _WAL_INDEX_COPY = 48
 _WAL_INDEX_VERSION = 3007000
 _SHM_READ_ATTEMPTS = 5
+_CANONICAL_LENGTH = 36
 
 
 class _Channels(msgspec.Struct):
@@ -71,8 +88,7 @@ _Hits = dict[_HitKey, list[Any]]
 
 def _peek(hits: _Hits, data: bytes, where: StoredIn, thread_id: str, ns: str, channel: str, checkpoint_id: str) -> None:
     for looks_like, start, length in find_base64_files(data):
-        digest = hashlib.blake2b(memoryview(data)[start : start + length], digest_size=16).digest()
-        key = (where.value, thread_id, ns, channel, looks_like, digest)
+        key = (where.value, thread_id, ns, channel, looks_like, content_digest(data, start, length))
         hit = hits.get(key)
         if hit is None:
             hits[key] = [length, 1, checkpoint_id]
@@ -82,44 +98,74 @@ def _peek(hits: _Hits, data: bytes, where: StoredIn, thread_id: str, ns: str, ch
                 hit[2] = checkpoint_id
 
 
-def _timed(checkpoint_id: Any) -> bool:
-    """The id is a canonical UUIDv6 (store/clock.py): its first BUCKET_PREFIX digits are a time bucket."""
-    return type(checkpoint_id) is str and len(checkpoint_id) == 36 and checkpoint_id[14] == "6"
+def _lossless_text(data: bytes) -> str:
+    """SQLite text as str whatever its bytes: invalid UTF-8 kept as surrogate escapes, never an error."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _undecodable(exc: sqlite3.Error) -> bool:
+    """The error sqlite3 raises when a text value is not UTF-8 (under the default text factory)."""
+    return "Could not decode to UTF-8" in str(exc)
+
+
+def _hour(checkpoint_id: str, prefixes: dict[str, int]) -> int:
+    """The hour a timed id was written in: its prefix's, cached, unless those 26.8 s cross an hour."""
+    prefix = checkpoint_id[:PREFIX_DIGITS]
+    hour = prefix_hour_ns(prefix)
+    if hour is not None:
+        prefixes[prefix] = hour
+        return hour
+    written = write_time_ns(checkpoint_id)
+    assert written is not None  # the caller matched TIMED_ID
+    return hour_start_ns(written)
 
 
 @dataclass
 class _Tally:
-    """What the row passes over one share of threads add up (merged across processes)."""
+    """What the row passes over one share of rows add up (merged across processes). Thread keys are the
+    stored values (str, or bytes for a BLOB)."""
 
     checkpoints: int = 0
     checkpoint_bytes: int = 0
     metadata_bytes: int = 0
     untimed: int = 0
+    untimed_bytes: int = 0
     # thread -> [checkpoints, checkpoint + metadata + write bytes]
-    threads: dict[str, list[int]] = field(default_factory=dict)
-    # checkpoint id prefix -> [checkpoints, bytes]
-    buckets: dict[str, list[int]] = field(default_factory=dict)
+    threads: dict[Any, list[int]] = field(default_factory=dict)
+    # hour start (ns) -> [checkpoints, bytes]
+    hours: dict[int, list[int]] = field(default_factory=dict)
     # channel -> [values, bytes], from the checkpoint values (only with request.channels).
     channels: dict[str, list[int]] = field(default_factory=dict)
     channel_bytes: int = 0
+    # The ToolMessage items of the checkpoints' and the writes' messages values: [items, bytes].
+    tools: list[int] = field(default_factory=lambda: [0, 0])
+    write_tools: list[int] = field(default_factory=lambda: [0, 0])
     # channel -> [writes, bytes]
-    write_channels: dict[str, list[int]] = field(default_factory=dict)
+    write_channels: dict[Any, list[int]] = field(default_factory=dict)
     undecoded: int = 0
     hits: _Hits = field(default_factory=dict)
+    # Some text was not UTF-8 (read losslessly).
+    lossless: bool = False
 
     def merge(self, other: _Tally) -> None:
         self.checkpoints += other.checkpoints
         self.checkpoint_bytes += other.checkpoint_bytes
         self.metadata_bytes += other.metadata_bytes
         self.untimed += other.untimed
+        self.untimed_bytes += other.untimed_bytes
         self.channel_bytes += other.channel_bytes
         self.undecoded += other.undecoded
-        for mine, theirs in (
+        self.lossless = self.lossless or other.lossless
+        for mine_pair, theirs_pair in ((self.tools, other.tools), (self.write_tools, other.write_tools)):
+            mine_pair[0] += theirs_pair[0]
+            mine_pair[1] += theirs_pair[1]
+        pairs: tuple[tuple[dict[Any, list[int]], dict[Any, list[int]]], ...] = (
             (self.threads, other.threads),
-            (self.buckets, other.buckets),
+            (self.hours, other.hours),
             (self.channels, other.channels),
             (self.write_channels, other.write_channels),
-        ):
+        )
+        for mine, theirs in pairs:
             for key, (count, size) in theirs.items():
                 entry = mine.setdefault(key, [0, 0])
                 entry[0] += count
@@ -139,18 +185,16 @@ def _where(rows: RowRange) -> tuple[str, list[Any]]:
     return ("", []) if rows is None else ("WHERE rowid >= ? AND rowid < ?", list(rows))
 
 
-def _thread_key(thread_id: Any) -> str:
-    return thread_id if type(thread_id) is str else str(thread_id)
-
-
 def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: StorageRequest) -> _Tally:
-    """One pass over the share's checkpoints: sizes per thread and time bucket, and with request.channels
-    each value's channels and the large-value peek."""
+    """One pass over the share's checkpoints: sizes per thread and hour, and with request.channels each
+    value's channels, the ToolMessage items of its messages and the large-value peek."""
     tally = _Tally()
     where, parameters = _where(rows)
-    threads, buckets, channels, hits = tally.threads, tally.buckets, tally.channels, tally.hits
+    threads, hours, channels, hits, tools = tally.threads, tally.hours, tally.channels, tally.hits, tally.tools
     threshold = request.large_value_bytes
     decode = _channels_decoder.decode
+    timed = TIMED_ID.match
+    prefixes: dict[str, int] = {}
     if request.channels:
         query = (
             "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, length(metadata) "
@@ -161,7 +205,7 @@ def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: 
             "SELECT thread_id, checkpoint_ns, checkpoint_id, type, length(checkpoint), length(metadata) "
             f"FROM checkpoints {where}"
         )
-    checkpoint_bytes = metadata_bytes = channel_bytes = seen = 0
+    checkpoint_bytes = metadata_bytes = channel_bytes = seen = untimed = untimed_bytes = 0
     for thread_id, ns, checkpoint_id, kind, data, metadata_size in connection.execute(query, parameters):
         seen += 1
         if type(data) is int:
@@ -169,23 +213,27 @@ def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: 
         elif data is None:
             size = 0
         else:
-            size = len(data) if type(data) is bytes else len(str(data).encode("utf-8", "surrogatepass"))
+            size = len(data) if type(data) is bytes else len(str(data).encode("utf-8", "surrogateescape"))
         metadata_size = metadata_size or 0
         checkpoint_bytes += size
         metadata_bytes += metadata_size
         thread = threads.get(thread_id)
         if thread is None:
-            thread = threads[_thread_key(thread_id)] = [0, 0]
+            thread = threads[thread_id] = [0, 0]
         thread[0] += 1
         thread[1] += size + metadata_size
-        if _timed(checkpoint_id):
-            bucket = buckets.get(checkpoint_id[:BUCKET_PREFIX])
+        if type(checkpoint_id) is str and len(checkpoint_id) == _CANONICAL_LENGTH and timed(checkpoint_id):
+            hour = prefixes.get(checkpoint_id[:PREFIX_DIGITS])
+            if hour is None:
+                hour = _hour(checkpoint_id, prefixes)
+            bucket = hours.get(hour)
             if bucket is None:
-                bucket = buckets[checkpoint_id[:BUCKET_PREFIX]] = [0, 0]
+                bucket = hours[hour] = [0, 0]
             bucket[0] += 1
             bucket[1] += size + metadata_size
         else:
-            tally.untimed += 1
+            untimed += 1
+            untimed_bytes += size + metadata_size
         if type(data) is not bytes:
             continue
         if kind != "msgpack":
@@ -209,39 +257,80 @@ def _count_checkpoints(connection: sqlite3.Connection, rows: RowRange, request: 
                     hits,
                     bytes(raw),
                     StoredIn.CHECKPOINTS,
-                    _thread_key(thread_id),
-                    ns or "",
+                    key_text(thread_id),
+                    key_text(ns or ""),
                     channel,
-                    str(checkpoint_id),
+                    key_text(checkpoint_id),
                 )
+        messages = values.get(MESSAGES)
+        if messages is not None and holds(messages, TOOL_MESSAGE_MARKER):
+            count, tool_bytes = tool_outputs(messages)
+            tools[0] += count
+            tools[1] += tool_bytes
     tally.checkpoints = seen
     tally.checkpoint_bytes, tally.metadata_bytes, tally.channel_bytes = checkpoint_bytes, metadata_bytes, channel_bytes
+    tally.untimed, tally.untimed_bytes = untimed, untimed_bytes
     return tally
 
 
-def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally) -> None:
-    """The share's write bytes (stored lengths), per channel, per thread and per time bucket of the
-    checkpoint they belong to."""
+def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally, request: StorageRequest) -> None:
+    """The share's write bytes (stored lengths), per channel, per thread and per hour of the checkpoint
+    they belong to; with request.channels the ToolMessage items of the messages writes."""
     where, parameters = _where(rows)
-    threads, buckets, channels = tally.threads, tally.buckets, tally.write_channels
-    query = f"SELECT thread_id, checkpoint_id, channel, length(value) FROM writes {where}"
-    for thread_id, checkpoint_id, channel, size in connection.execute(query, parameters):
+    threads, hours, channels, tools = tally.threads, tally.hours, tally.write_channels, tally.write_tools
+    timed = TIMED_ID.match
+    prefixes: dict[str, int] = {}
+    # Only messages writes are read, and only to find their ToolMessage items.
+    value = f"CASE WHEN channel = '{MESSAGES}' THEN value END" if request.channels else "NULL"
+    query = f"SELECT thread_id, checkpoint_id, channel, length(value), {value} FROM writes {where}"
+    # A checkpoint's writes are stored together: the last id's hour serves the rows that repeat it.
+    last_id: Any = None
+    last_hour: int | None = None
+    for thread_id, checkpoint_id, channel, size, data in connection.execute(query, parameters):
         entry = channels.get(channel)
         if entry is None:
-            entry = channels[_thread_key(channel)] = [0, 0]
+            entry = channels[channel] = [0, 0]
         entry[0] += 1
         if not size:
             continue
         entry[1] += size
         thread = threads.get(thread_id)
         if thread is None:
-            thread = threads[_thread_key(thread_id)] = [0, 0]
+            thread = threads[thread_id] = [0, 0]
         thread[1] += size
-        if _timed(checkpoint_id):
-            bucket = buckets.get(checkpoint_id[:BUCKET_PREFIX])
+        if checkpoint_id != last_id:
+            last_id, last_hour = checkpoint_id, None
+            if type(checkpoint_id) is str and len(checkpoint_id) == _CANONICAL_LENGTH and timed(checkpoint_id):
+                last_hour = prefixes.get(checkpoint_id[:PREFIX_DIGITS])
+                if last_hour is None:
+                    last_hour = _hour(checkpoint_id, prefixes)
+        if last_hour is None:
+            tally.untimed_bytes += size
+        else:
+            bucket = hours.get(last_hour)
             if bucket is None:
-                bucket = buckets[checkpoint_id[:BUCKET_PREFIX]] = [0, 0]
+                bucket = hours[last_hour] = [0, 0]
             bucket[1] += size
+        if type(data) is bytes and holds(data, TOOL_MESSAGE_MARKER):
+            count, tool_bytes = tool_outputs(data)
+            tools[0] += count
+            tools[1] += tool_bytes
+
+
+def _count_rows(connection: sqlite3.Connection, share: tuple[RowRange, RowRange], request: StorageRequest) -> _Tally:
+    """Both passes over a share; again, reading text losslessly, when some is not UTF-8."""
+    try:
+        tally = _count_checkpoints(connection, share[0], request)
+        _count_writes(connection, share[1], tally, request)
+        return tally
+    except sqlite3.OperationalError as exc:
+        if not _undecodable(exc):
+            raise
+    connection.text_factory = _lossless_text
+    tally = _count_checkpoints(connection, share[0], request)
+    _count_writes(connection, share[1], tally, request)
+    tally.lossless = True
+    return tally
 
 
 def _read_share(target: SqliteTarget, request: StorageRequest, share: tuple[RowRange, RowRange]) -> _Tally:
@@ -249,8 +338,7 @@ def _read_share(target: SqliteTarget, request: StorageRequest, share: tuple[RowR
     connection = connect_readonly(target)
     try:
         connection.execute("BEGIN")
-        tally = _count_checkpoints(connection, share[0], request)
-        _count_writes(connection, share[1], tally)
+        tally = _count_rows(connection, share, request)
         connection.execute("COMMIT")
         return tally
     except sqlite3.Error as exc:
@@ -346,20 +434,33 @@ def _rows(connection: sqlite3.Connection, table: str) -> int:
 _VALUE_TABLES = ("checkpoints", "writes")
 
 
+# The b-tree dbstat need not read when it reads all the others: every used page but the lock-byte page is
+# one b-tree's (in a database without auto_vacuum, which adds pointer-map pages), so the biggest table is
+# the used pages less the rest, exactly, without dbstat walking its overflow pages.
+_RESIDUAL_TABLE = "checkpoints"
+
+
 def _relations(
     connection: sqlite3.Connection, files: SqliteFiles, notes: list[str], read_values: bool = True
 ) -> list[Relation]:
     """Each table with its indexes. Without `read_values` (--no-channels) dbstat reads only the b-trees
     that hold no stored values, and the value tables share out the rest of the used pages."""
     tables, indexes = _schema(connection)
+    b_trees = [*tables, *indexes, "sqlite_schema", "sqlite_master"]
+    residual = read_values and _RESIDUAL_TABLE in tables and _pragma(connection, "auto_vacuum") == 0
     only = None
     if not read_values:
-        only = [name for name in [*tables, *indexes, "sqlite_schema", "sqlite_master"] if name not in _VALUE_TABLES]
+        only = [name for name in b_trees if name not in _VALUE_TABLES]
+    elif residual:
+        only = [name for name in b_trees if name != _RESIDUAL_TABLE]
     sizes = _dbstat_sizes(connection, only) if files.dbstat else None
     if sizes is None:
         return _estimated_relations(connection, tables, files, notes)
-    if only is not None:
+    if not read_values:
         return _measured_and_shared(connection, tables, indexes, sizes, files, notes)
+    if residual:
+        used = (files.page_count - files.freelist_count - _lock_byte_pages(files)) * files.page_size
+        sizes[_RESIDUAL_TABLE] = used - sum(sizes.values())
     index_bytes: dict[str, int] = {}
     for index, table in indexes.items():
         index_bytes[table] = index_bytes.get(table, 0) + sizes.get(index, 0)
@@ -452,66 +553,71 @@ def _lock_byte_pages(files: SqliteFiles) -> int:
 # --- threads, growth, the app table ---------------------------------------------------------------------------
 
 
-def _span(connection: sqlite3.Connection, thread_id: str) -> tuple[int | None, int | None]:
-    """The write times of a thread's first and last checkpoint ids (the primary key's index; no blob)."""
-    first, last = connection.execute(
-        "SELECT min(checkpoint_id), max(checkpoint_id) FROM checkpoints WHERE thread_id = ?", (thread_id,)
-    ).fetchone()
-    return (
-        write_time_ns(first) if type(first) is str else None,
-        write_time_ns(last) if type(last) is str else None,
-    )
+def _key_condition(column: str, key: Any) -> tuple[str, tuple[Any, ...]]:
+    """`column` equal to a stored key as the passes read it: text that was not UTF-8 is matched as the
+    same bytes cast to TEXT (binding the str would fail), a BLOB as a BLOB."""
+    if key is None:
+        return f"{column} IS NULL", ()
+    if type(key) is str and not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{column} = CAST(? AS TEXT)", (key.encode("utf-8", "surrogateescape"),)
+    return f"{column} = ?", (key,)
 
 
-def _thread_bytes(connection: sqlite3.Connection, thread_id: str, entry: list[int]) -> ThreadBytes:
-    first, last = _span(connection, thread_id)
-    return ThreadBytes(thread_id, entry[0], entry[1], first, last)
-
-
-_TIMED_SQL = "length(checkpoint_id) = 36 AND substr(checkpoint_id, 15, 1) = '6'"
-
-
-def _thread_growth(connection: sqlite3.Connection, thread_id: str) -> list[Bucket]:
-    """One thread's buckets, in SQL over its rows only (found through the primary key's index)."""
-    buckets: dict[str, list[int]] = {}
+def _thread_rows(connection: sqlite3.Connection, key: Any) -> tuple[WriteTimes, int | None, int | None]:
+    """One thread's hours and untimed checkpoints, and the write times of its first and last checkpoint
+    ids, from its rows only (found through the primary key's index; sizes by length(), no value read)."""
+    condition, parameters = _key_condition("thread_id", key)
+    times = WriteTimes()
+    hours: dict[int, list[int]] = {}
+    prefixes: dict[str, int] = {}
+    first = last = None
     checkpoints = (
-        "SELECT substr(checkpoint_id, 1, 8), count(*), "
-        "sum(coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0)) "
-        f"FROM checkpoints WHERE thread_id = ? AND {_TIMED_SQL} GROUP BY 1"
+        "SELECT checkpoint_id, coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0) "
+        f"FROM checkpoints WHERE {condition}"
     )
-    for prefix, count, size in connection.execute(checkpoints, (thread_id,)):
-        buckets[prefix] = [count, size or 0]
-    writes = (
-        "SELECT substr(checkpoint_id, 1, 8), sum(coalesce(length(value), 0)) "
-        f"FROM writes WHERE thread_id = ? AND {_TIMED_SQL} GROUP BY 1"
-    )
-    for prefix, size in connection.execute(writes, (thread_id,)):
-        buckets.setdefault(prefix, [0, 0])[1] += size or 0
-    return _buckets(buckets)
+    writes = f"SELECT checkpoint_id, coalesce(length(value), 0) FROM writes WHERE {condition}"
+    for query, counts in ((checkpoints, 1), (writes, 0)):
+        for checkpoint_id, size in connection.execute(query, parameters):
+            if type(checkpoint_id) is str and len(checkpoint_id) == _CANONICAL_LENGTH and TIMED_ID.match(checkpoint_id):
+                hour = prefixes.get(checkpoint_id[:PREFIX_DIGITS])
+                if hour is None:
+                    hour = _hour(checkpoint_id, prefixes)
+                slot = hours.setdefault(hour, [0, 0])
+                slot[0] += counts
+                slot[1] += size
+                if counts:
+                    first = checkpoint_id if first is None or checkpoint_id < first else first
+                    last = checkpoint_id if last is None or checkpoint_id > last else last
+            else:
+                times.untimed_checkpoints += counts
+                times.untimed_bytes += size
+    times.hours = _buckets(hours)
+    return times, None if first is None else write_time_ns(first), None if last is None else write_time_ns(last)
 
 
-def _buckets(counts: dict[str, list[int]]) -> list[Bucket]:
-    buckets = []
-    for prefix, (checkpoints, size) in counts.items():
-        start = bucket_start_ns(prefix)
-        if start is not None:
-            buckets.append(Bucket(start, checkpoints, size))
-    return sorted(buckets, key=lambda bucket: bucket.start_ns)
+def _buckets(counts: dict[int, list[int]]) -> list[Bucket]:
+    return [Bucket(start, checkpoints, size) for start, (checkpoints, size) in sorted(counts.items())]
 
 
-def _app_threads(connection: sqlite3.Connection, threads: dict[str, list[int]]) -> AppThreads | None:
-    """DeerFlow's threads_meta in the same file: the checkpoint threads it does not know, and its rows that
-    have no checkpoints. None when the table (or its thread_id column) is not there."""
+def _app_threads(
+    connection: sqlite3.Connection, threads: dict[Any, list[int]], spans: dict[Any, ThreadBytes]
+) -> AppThreads | None:
+    """DeerFlow's threads_meta in the same file: the threads with stored rows (checkpoints or writes) that
+    it does not know, and its rows that have none. None when the table (or its thread_id column) is not
+    there. `spans` holds the threads already read (the heaviest)."""
     found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (APP_TABLE,)).fetchone()
     if found is None:
         return None
     columns = {row[0] for row in connection.execute(f"SELECT name FROM pragma_table_info({_quote_literal(APP_TABLE)})")}
     if "thread_id" not in columns:
         return None
-    app_ids = {_thread_key(row[0]) for row in connection.execute(f"SELECT thread_id FROM {APP_TABLE}")}
-    orphan_ids = [thread_id for thread_id in threads if thread_id not in app_ids]
+    app_ids = {row[0] for row in connection.execute(f"SELECT thread_id FROM {APP_TABLE}")}
+    orphan_keys = [key for key in threads if key not in app_ids]
     orphans = sorted(
-        (_thread_bytes(connection, thread_id, threads[thread_id]) for thread_id in orphan_ids),
+        (spans.get(key) or _thread_bytes(connection, key, threads[key]) for key in orphan_keys),
         key=lambda thread: (-thread.bytes, thread.thread_id),
     )
     return AppThreads(
@@ -523,18 +629,33 @@ def _app_threads(connection: sqlite3.Connection, threads: dict[str, list[int]]) 
     )
 
 
+def _thread_bytes(connection: sqlite3.Connection, key: Any, entry: list[int]) -> ThreadBytes:
+    condition, parameters = _key_condition("thread_id", key)
+    first, last = connection.execute(
+        f"SELECT min(checkpoint_id), max(checkpoint_id) FROM checkpoints WHERE {condition}", parameters
+    ).fetchone()
+    return ThreadBytes(
+        key_text(key),
+        entry[0],
+        entry[1],
+        write_time_ns(first) if type(first) is str else None,
+        write_time_ns(last) if type(last) is str else None,
+    )
+
+
 def _peek_writes(connection: sqlite3.Connection, request: StorageRequest, hits: _Hits) -> None:
     """The large writes' bytes, searched for base64 files (only rows of at least the threshold are read)."""
     query = "SELECT thread_id, checkpoint_ns, checkpoint_id, channel, value FROM writes WHERE length(value) >= ?"
     for thread_id, ns, checkpoint_id, channel, value in connection.execute(query, (request.large_value_bytes,)):
-        data = value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass")
-        _peek(hits, data, StoredIn.WRITES, _thread_key(thread_id), ns or "", _thread_key(channel), str(checkpoint_id))
+        data = value if type(value) is bytes else str(value).encode("utf-8", "surrogateescape")
+        _peek(hits, data, StoredIn.WRITES, key_text(thread_id), key_text(ns or ""), key_text(channel),
+              key_text(checkpoint_id))  # fmt: skip
 
 
 def _large_values(hits: _Hits) -> list[LargeValue]:
     values = [
-        LargeValue(thread_id, ns, StoredIn(where), channel, looks_like, size, copies, first)
-        for (where, thread_id, ns, channel, looks_like, _digest), (size, copies, first) in hits.items()
+        LargeValue(thread_id, ns, StoredIn(where), channel, looks_like, size, copies, first, digest.hex())
+        for (where, thread_id, ns, channel, looks_like, digest), (size, copies, first) in hits.items()
     ]
     return sorted(
         values, key=lambda value: (-value.bytes * value.copies, value.thread_id, value.channel, value.stored_in)
@@ -591,6 +712,15 @@ def _files(path: Path, connection: sqlite3.Connection, sizes: tuple[int, int | N
     )
 
 
+def _wal_note(files: SqliteFiles, immutable: bool) -> str | None:
+    """Why the WAL's frames are unknown, when there is a -wal file holding anything."""
+    if not files.wal_bytes or files.wal_frames is not None or immutable:
+        return None
+    if files.shm_bytes is None:
+        return "no -shm file beside the -wal: the WAL's frames are unknown (its size is what the advice reads)"
+    return "the -shm wal-index header could not be read consistently: the WAL's frames are unknown"
+
+
 def _dbstat_sizes_available(connection: sqlite3.Connection) -> bool:
     try:
         connection.execute("SELECT 1 FROM dbstat LIMIT 1").fetchall()
@@ -601,7 +731,7 @@ def _dbstat_sizes_available(connection: sqlite3.Connection) -> bool:
 
 def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int | None = None) -> StorageFacts:
     """Where the file's bytes are, in one read transaction (plus, for a large file, `jobs` worker processes
-    reading the checkpoint pass by thread ranges). `jobs` None: DEFAULT_JOBS above SPLIT_BYTES, else 1.
+    reading the passes by rowid ranges). `jobs` None: DEFAULT_JOBS above SPLIT_BYTES, else 1.
     `legacy_files` is left for the caller."""
     path, _uri = readonly_uri(target)
     # Sizes before SQLite opens the file: opening a WAL database read-only creates empty -wal/-shm files.
@@ -628,27 +758,32 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
         if pool is not None:
             pool.shutdown(cancel_futures=True)
         raise
+    # The few rows read besides the passes (names, spans, the app table) are read losslessly.
+    connection.text_factory = _lossless_text
     try:
         connection.execute("BEGIN")
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot starts here
         files = _files(path, connection, sizes)
         facts.sqlite = files
-        if files.wal_bytes and files.wal_frames is None and not target.immutable:
-            facts.notes.append("the -shm wal-index header could not be read consistently: WAL frames unknown")
+        wal_note = _wal_note(files, target.immutable)
+        if wal_note is not None:
+            facts.notes.append(wal_note)
         facts.relations = _relations(connection, files, facts.notes, request.channels)
         if futures:
             tally = _Tally()
             for future in futures:
                 tally.merge(future.result())
         else:
-            tally = _count_checkpoints(connection, None, request)
-            _count_writes(connection, None, tally)
+            connection.text_factory = str
+            tally = _count_rows(connection, (None, None), request)
+            connection.text_factory = _lossless_text
+        if tally.lossless:
+            facts.notes.append("some keys are not UTF-8 text: their invalid bytes are shown escaped")
         facts.metadata_bytes = tally.metadata_bytes
-        facts.untimed_checkpoints = tally.untimed
         if request.channels:
             _peek_writes(connection, request, tally.hits)
-            facts.channels = _channel_list(StoredIn.CHECKPOINTS, tally.channels)
-            facts.channels += _channel_list(StoredIn.WRITES, tally.write_channels)
+            facts.channels = _channel_list(StoredIn.CHECKPOINTS, tally.channels, tally.tools)
+            facts.channels += _channel_list(StoredIn.WRITES, tally.write_channels, tally.write_tools)
             facts.checkpoint_rest_bytes = tally.checkpoint_bytes - tally.channel_bytes
             facts.large_values = _large_values(tally.hits)
             if tally.undecoded:
@@ -656,11 +791,15 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
                     f"{tally.undecoded} checkpoint(s) are not msgpack checkpoint mappings: "
                     "their bytes count as the rest"
                 )
-        facts.growth = _buckets(tally.buckets)
-        heaviest = sorted(tally.threads.items(), key=lambda item: (-item[1][1], item[0]))[: max(request.top, 0)]
-        facts.heaviest = [_thread_bytes(connection, thread_id, entry) for thread_id, entry in heaviest]
-        facts.heaviest_growth = {thread_id: _thread_growth(connection, thread_id) for thread_id, _ in heaviest}
-        facts.app = _app_threads(connection, tally.threads)
+        facts.growth = WriteTimes(_buckets(tally.hours), tally.untimed, tally.untimed_bytes)
+        ranked = sorted(tally.threads.items(), key=lambda item: (-item[1][1], key_text(item[0])))
+        spans: dict[Any, ThreadBytes] = {}
+        for key, (checkpoints, size) in ranked[: max(request.top, 0)]:
+            times, first, last = _thread_rows(connection, key)
+            spans[key] = thread = ThreadBytes(key_text(key), checkpoints, size, first, last)
+            facts.heaviest.append(thread)
+            facts.heaviest_growth[thread.thread_id] = times
+        facts.app = _app_threads(connection, tally.threads, spans)
         connection.execute("COMMIT")
     except sqlite3.Error as exc:
         raise StoreError(f"reading {path} failed: {exc}") from exc
@@ -671,12 +810,17 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
     return facts
 
 
-def _channel_list(where: StoredIn, channels: dict[str, list[int]]) -> list[ChannelBytes]:
-    """Heaviest first; on SQLite stored and raw bytes are the same (no compression)."""
-    return [
-        ChannelBytes(where, channel, values, size, size)
-        for channel, (values, size) in sorted(channels.items(), key=lambda item: (-item[1][1], item[0]))
-    ]
+def _channel_list(where: StoredIn, channels: dict[Any, list[int]], tools: list[int]) -> list[ChannelBytes]:
+    """Heaviest first; on SQLite stored and raw bytes are the same (no compression). The messages channel's
+    ToolMessage items are a row of their own, and not in the messages row."""
+    rows = []
+    for channel, (values, size) in channels.items():
+        name = key_text(channel)
+        if name == MESSAGES and tools[0]:
+            size -= tools[1]
+            rows.append(ChannelBytes(where, MESSAGES, tools[0], tools[1], tools[1], part=TOOL_OUTPUTS))
+        rows.append(ChannelBytes(where, name, values, size, size))
+    return sorted(rows, key=lambda row: (-row.bytes, row.label))
 
 
 def _pool(workers: int) -> Any:
