@@ -42,8 +42,14 @@ def main(database: str, seconds: float) -> None:
         exact = memoryview(array.array("B", bytes(data)))  # no spare byte after the data, unlike bytes
         for judge in judges:
             vouched += judge(exact) is not None  # type: ignore[misc]
+        # holds(): a needle cut from the data (found) or random bytes, in an exact-size buffer of its own.
+        start = rng.randrange(len(data) + 1)
+        cut = bytes(data[start : start + rng.randrange(12)]) if rng.random() < 0.7 else rng.randbytes(rng.randrange(6))
+        needle = memoryview(array.array("B", cut))
+        if native.holds(exact, needle) != (cut in bytes(data)):
+            sys.exit(f"holds disagrees with bytes.__contains__ on {bytes(data)!r}, {cut!r}")
         inputs += 1
-    print(f"{inputs} inputs x {len(judges)} judges, {vouched} summaries, no fault")
+    print(f"{inputs} inputs x {len(judges)} judges and holds, {vouched} summaries, no fault")
     stream_whole(database)
 
 
