@@ -149,6 +149,8 @@ class LineagePlan:
     # lineage is left whole: its keys are not text, or it changed between the two reads.
     deletion: LineageDeletion | None = None
     skipped: str | None = None
+    # Why the plan keeps more than the chains show, when that needs saying (a full-mode thread on Postgres).
+    note: str | None = None
 
     @property
     def widened_by(self) -> int:
@@ -170,29 +172,39 @@ class LineageDeletion:
     guard_writes: int = 0
 
 
-def _needs_walk(record: CheckpointRecord) -> bool:
-    """A read of `record` replays its ancestors' writes: it stores no messages value at a version it has. A
-    plain list stored by a delta checkpoint (CK101) counts as none: its counters still reach back to the
-    last snapshot, and verify-shape checks that chain (CK304)."""
-    if record.messages_version is None:
-        return False
-    return not record.seed or (record.delta and record.messages not in _SNAPSHOTS)
+@dataclass(frozen=True)
+class WalkRules:
+    """Where the saver's replay walk stops, for one lineage.
 
-
-def _stops_walk(graph: LineageGraph, record: CheckpointRecord) -> bool:
-    """The saver's walk from a descendant stops at `record` (its value seeds the replay).
-
-    SQLite's walk stops at any stored value; a plain list stored by a delta checkpoint (CK101) is passed
-    over all the same: the delta counters after it count back to the last snapshot (CK304 checks them).
+    `full_mode`: the deployment runs in full mode (its config says so), where nothing walks: a thread with no
+    delta checkpoint is then read from its stored lists alone, on Postgres too.
     """
-    if graph.backend is Backend.POSTGRES:
-        return record.messages in _POSTGRES_WALK_STOPS
-    return record.seed and (record.messages in _SNAPSHOTS or not record.delta)
+
+    backend: Backend
+    full_mode: bool = False
+
+    def stops(self, record: CheckpointRecord, full_thread: bool) -> bool:
+        """A walk from a descendant stops at `record`, and a read of `record` itself needs no ancestor.
+
+        Nothing before a checkpoint that has no messages version matters to messages. SQLite stops at any
+        stored value but a plain list a delta checkpoint stored (CK101): the delta counters after it count back
+        to the last snapshot, and verify-shape checks that chain (CK304). Postgres stops only at the snapshot
+        marker: DeerFlow's saver 3.1.x seeds its walk only there (3.2 also at any blob at the version).
+        """
+        if record.messages_version is None:
+            return True
+        if self.backend is Backend.POSTGRES and not (self.full_mode and full_thread):
+            return record.messages in _POSTGRES_WALK_STOPS
+        return record.seed and (record.messages in _SNAPSHOTS or not record.delta)
 
 
-def read_chain(graph: LineageGraph, record: CheckpointRecord) -> list[CheckpointRecord]:
-    """The ancestors a read of `record` replays through, nearest first, ending at its seed (or the root)."""
-    if not _needs_walk(record):
+def read_chain(
+    graph: LineageGraph, record: CheckpointRecord, rules: WalkRules | None = None, full_thread: bool = False
+) -> list[CheckpointRecord]:
+    """The ancestors that must stay with `record`, nearest first: where a read of it, or of a child written
+    after it, walks to, up to and including where the walk stops (the root at the latest)."""
+    rules = rules or WalkRules(graph.backend)
+    if rules.stops(record, full_thread):
         return []
     chain: list[CheckpointRecord] = []
     current = record.parent_record
@@ -201,7 +213,7 @@ def read_chain(graph: LineageGraph, record: CheckpointRecord) -> list[Checkpoint
         if current is None:
             break
         chain.append(current)
-        if _stops_walk(graph, current):
+        if rules.stops(current, full_thread):
             break
         current = current.parent_record
     return chain
@@ -292,7 +304,7 @@ def _deletion(
     )
 
 
-def _broken_reads(graph: LineageGraph, kept: set[str]) -> list[BrokenRead]:
+def _broken_reads(graph: LineageGraph, kept: set[str], rules: WalkRules, full_thread: bool) -> list[BrokenRead]:
     """The reads deleting everything outside `kept` breaks, with the rule verify-shape would report."""
     head = graph.head()
     if head.checkpoint_id not in kept:
@@ -301,7 +313,7 @@ def _broken_reads(graph: LineageGraph, kept: set[str]) -> list[BrokenRead]:
     for record in graph.records:
         if record.checkpoint_id not in kept:
             continue
-        chain = read_chain(graph, record)
+        chain = read_chain(graph, record, rules, full_thread)
         missing = next((link for link in chain if link.checkpoint_id not in kept), None)
         if missing is None:
             continue
@@ -327,7 +339,9 @@ def _keep_branch_ancestors(graph: LineageGraph, kept: dict[str, KeepReason], hea
                 break
 
 
-def _keep_read_chains(graph: LineageGraph, kept: dict[str, KeepReason]) -> tuple[str, int] | None:
+def _keep_read_chains(
+    graph: LineageGraph, kept: dict[str, KeepReason], rules: WalkRules, full_thread: bool
+) -> tuple[str, int] | None:
     """Every kept checkpoint keeps its read chain; returns the widest addition (checkpoint id, links)."""
     widest: tuple[str, int] | None = None
     # Checkpoints whose onward chain to the walk's stop is kept already: a later walk reaching one is done.
@@ -335,7 +349,7 @@ def _keep_read_chains(graph: LineageGraph, kept: dict[str, KeepReason]) -> tuple
     for checkpoint_id in sorted(kept, reverse=True):
         record = graph.by_id[checkpoint_id]
         added = 0
-        for link in read_chain(graph, record):
+        for link in read_chain(graph, record, rules, full_thread):
             if link.checkpoint_id in chain_kept:
                 break
             if link.checkpoint_id not in kept:
@@ -348,34 +362,52 @@ def _keep_read_chains(graph: LineageGraph, kept: dict[str, KeepReason]) -> tuple
     return widest
 
 
-def _reparents(graph: LineageGraph, kept: dict[str, KeepReason], gone: set[str]) -> list[Reparent]:
+def _reparents(graph: LineageGraph, kept: dict[str, KeepReason], gone: set[str], written: set[str]) -> list[Reparent]:
+    """A kept checkpoint whose parent goes is re-parented onto its nearest kept ancestor only across deleted
+    checkpoints that hold no writes (copies of one state, such as duration-only links); otherwise it becomes a
+    root. Across steps that changed the state, DeerFlow's regenerate walk would pick a wrong earlier state
+    without a word; a missing link makes it fall back to its history scan instead."""
     reparented: list[Reparent] = []
     for record in graph.records:
         if record.checkpoint_id not in kept or record.parent_id is None or record.parent_id not in gone:
             continue
-        new_parent = next((a.checkpoint_id for a in graph.ancestors(record) if a.checkpoint_id in kept), None)
+        new_parent = None
+        for ancestor in graph.ancestors(record):
+            if ancestor.checkpoint_id in kept:
+                new_parent = ancestor.checkpoint_id
+                break
+            if ancestor.checkpoint_id in written:
+                break
         reparented.append(Reparent(record.checkpoint_id, record.parent_id, new_parent))
     return reparented
 
 
 def plan_lineage(
-    lineage: Lineage, backend: Backend, policy: RetentionPolicy, rows: LineageRows | None = None
+    lineage: Lineage,
+    backend: Backend,
+    policy: RetentionPolicy,
+    rows: LineageRows | None = None,
+    full_mode: bool = False,
 ) -> LineagePlan:
     """The plan for one lineage: the policy widened to every read it must keep, and what goes. With the
-    lineage's row keys (store/row_keys.py) it also names every row to delete, for a script."""
+    lineage's row keys (store/row_keys.py) it also names every row to delete, for a script. `full_mode`: the
+    deployment runs in full mode (WalkRules)."""
     graph = LineageGraph(lineage, backend)
+    rules = WalkRules(backend, full_mode)
+    full_thread = not any(record.delta for record in graph.records)
     head = graph.head()
     head_path = _head_path(graph)
     policy_kept = _policy_keeps(graph, policy, head_path)
     kept: dict[str, KeepReason] = {head.checkpoint_id: KeepReason.NEWEST}
     # Pending writes are state: writes stored under a checkpoint no child has applied yet.
-    for checkpoint_id in sorted(_written(graph, rows) - graph.children.keys()):
+    written = _written(graph, rows)
+    for checkpoint_id in sorted(written - graph.children.keys()):
         if checkpoint_id in graph.by_id:
             kept.setdefault(checkpoint_id, KeepReason.PENDING_WRITES)
     for checkpoint_id in sorted(policy_kept):
         kept.setdefault(checkpoint_id, KeepReason.POLICY)
     _keep_branch_ancestors(graph, kept, head_path)
-    widest = _keep_read_chains(graph, kept)
+    widest = _keep_read_chains(graph, kept, rules, full_thread)
     deleted = tuple(record.checkpoint_id for record in graph.records if record.checkpoint_id not in kept)
     gone = set(deleted)
     naive_kept = set(policy_kept)
@@ -386,13 +418,18 @@ def plan_lineage(
         policy_kept=frozenset(policy_kept),
         kept=kept,
         deleted=deleted,
-        reparented=tuple(_reparents(graph, kept, gone)),
+        reparented=tuple(_reparents(graph, kept, gone, written)),
         freed=_freed(graph, deleted),
         widest=widest,
         branch_steps_lost=sum(graph.by_id[cid].message_write_rows > 0 for cid in head_path & gone),
         naive_deleted=tuple(sorted(kept.keys() - naive_kept)),
-        naive_breaks=tuple(_broken_reads(graph, naive_kept)) if naive_kept != kept.keys() else (),
+        naive_breaks=tuple(_broken_reads(graph, naive_kept, rules, full_thread)) if naive_kept != kept.keys() else (),
     )
+    if full_thread and backend is Backend.POSTGRES and not full_mode and plan.widest is not None:
+        plan.note = (
+            "a full-mode thread on Postgres keeps its history back to its start: a delta-mode process continuing "
+            "it walks past stored lists with DeerFlow's saver 3.1.x (a config in full mode lets it go)"
+        )
     if rows is not None:
         deletion = _deletion(graph, rows, kept, deleted, plan.freed)
         if isinstance(deletion, str):

@@ -63,6 +63,15 @@ def retention(
         "sqlite3 or psql).",
     ),
     output: Path | None = ci_options.OUTPUT_OPTION,
+    batch: int | None = typer.Option(
+        None,
+        "--batch",
+        min=1,
+        metavar="N",
+        help="sql: one transaction per group of whole threads of about N deleted checkpoints, each guarded on "
+        "its own, so a live SQLite database is locked briefly (default: one transaction for the whole plan).",
+        show_default=False,
+    ),
     top: int = typer.Option(10, "--top", min=0, metavar="N", help="Text: how many lineages to list."),
     db: str | None = database_options.DB_OPTION,
     schema: str = database_options.SCHEMA_OPTION,
@@ -104,7 +113,8 @@ def retention(
     info(f"ckpt: planning retention for {target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(target)
-    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None)
+    full_mode = selection.settings is not None and selection.settings.channel_mode == "full"
+    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None, full_mode, top)
     show_progress = output_format is PlanFormat.text and sys.stderr.isatty() and not is_quiet()
     plan = counting_checkpoints(
         lambda progress: plan_retention(request, progress, jobs=jobs), show_progress, color.flag(), "planning"
@@ -116,7 +126,7 @@ def retention(
     elif output_format is PlanFormat.sql:
         from deerflow_ckpt.report.retention_sql import plan_to_sql
 
-        delivery.deliver_chunks(plan_to_sql(plan), output)
+        delivery.deliver_chunks(plan_to_sql(plan, output.name if output else "plan.sql", batch), output)
     else:
         from deerflow_ckpt.report.retention_text import render_plan
 

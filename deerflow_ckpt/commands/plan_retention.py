@@ -7,12 +7,17 @@ operator reviews and runs (report/retention_sql.py).
 from __future__ import annotations
 
 import functools
+import heapq
+import os
+import pickle
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import BinaryIO
 
-from deerflow_ckpt.analysis.retention import FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
+from deerflow_ckpt.analysis.retention import BrokenRead, FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
 from deerflow_ckpt.commands.shares import run_shares, share_selections
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.rules import RuleCode
@@ -29,11 +34,24 @@ class RetentionRequest:
     policy: RetentionPolicy
     # Only these threads (None: every thread).
     thread_ids: tuple[str, ...] | None = None
+    # The deployment runs in full mode (its config says so): threads without a delta checkpoint walk nowhere.
+    full_mode: bool = False
+    # How many of the lineages that free the most are kept at hand (the text lists them).
+    top: int = 10
+
+
+# Naive breaks kept at hand as examples, at most.
+EXAMPLES = 3
 
 
 @dataclass(kw_only=True)
 class PlanTally:
-    """What planning counts, for one worker's share of the threads and for the whole database alike."""
+    """What planning counts, for one worker's share of the threads and for the whole database alike.
+
+    Every lineage the script or the json names is written to a spool file as it is planned (pickled, one after
+    another), so memory holds one lineage however many the plan deletes; only the heaviest few, the examples
+    and the lineages left whole are kept at hand.
+    """
 
     threads: int = 0
     lineages: int = 0
@@ -43,12 +61,19 @@ class PlanTally:
     freed: FreedBytes = field(default_factory=FreedBytes)
     naive_deleted: int = 0
     naive_breaks: Counter[str] = field(default_factory=Counter)
-    # The lineages the plan changes, left whole, or whose naive deletion breaks a read; in key order.
-    plans: list[LineagePlan] = field(default_factory=list)
+    # Lineages the script changes, the checkpoints it re-parents, the message-writing steps of current chains.
+    deleting: int = 0
+    reparented: int = 0
+    branch_steps_lost: int = 0
+    heaviest: list[LineagePlan] = field(default_factory=list)
+    examples: list[tuple[LineagePlan, BrokenRead]] = field(default_factory=list)
+    skipped: list[LineagePlan] = field(default_factory=list)
+    # The spool files of the lineages the plan names, in thread order.
+    spools: list[str] = field(default_factory=list)
     # The threads read, when they were named (--thread).
     named_found: set[str] = field(default_factory=set)
 
-    def add(self, other: PlanTally) -> None:
+    def add(self, other: PlanTally, top: int) -> None:
         self.threads += other.threads
         self.lineages += other.lineages
         self.checkpoints += other.checkpoints
@@ -57,23 +82,41 @@ class PlanTally:
         self.freed.add(other.freed)
         self.naive_deleted += other.naive_deleted
         self.naive_breaks.update(other.naive_breaks)
-        self.plans.extend(other.plans)
+        self.deleting += other.deleting
+        self.reparented += other.reparented
+        self.branch_steps_lost += other.branch_steps_lost
+        self.heaviest = _heaviest([*self.heaviest, *other.heaviest], top)
+        self.examples = [*self.examples, *other.examples][:EXAMPLES]
+        self.skipped += other.skipped
+        self.spools += other.spools
         self.named_found |= other.named_found
 
-    def count(self, plan: LineagePlan) -> None:
+    def count(self, plan: LineagePlan, spool: BinaryIO, top: int) -> None:
         self.lineages += 1
         self.checkpoints += plan.checkpoints
         if plan.skipped is not None:
             self.kept += plan.checkpoints
-            self.plans.append(plan)
+            self.skipped.append(plan)
+            pickle.dump(plan, spool)
             return
         self.kept += len(plan.kept)
         self.widened += plan.widened_by
         self.freed.add(plan.freed)
         self.naive_deleted += len(plan.naive_deleted)
         self.naive_breaks.update(str(b.rule) if b.rule is not None else "thread gone" for b in plan.naive_breaks)
+        self.examples += [(plan, b) for b in plan.naive_breaks[: EXAMPLES - len(self.examples)]]
+        if plan.deletion is not None and (plan.deleted or plan.reparented):
+            self.deleting += 1
+            self.reparented += len(plan.reparented)
+            self.branch_steps_lost += plan.branch_steps_lost
+            self.heaviest = _heaviest([*self.heaviest, plan], top)
         if plan.deleted or plan.reparented or plan.naive_breaks:
-            self.plans.append(plan)
+            pickle.dump(plan, spool)
+
+
+def _heaviest(plans: list[LineagePlan], top: int) -> list[LineagePlan]:
+    """The `top` lineages that free the most, heaviest first (then by key, so every run lists the same)."""
+    return heapq.nsmallest(top, plans, key=lambda p: (-p.freed.total_bytes, p.thread_id, p.checkpoint_ns))
 
 
 @dataclass(kw_only=True)
@@ -88,23 +131,32 @@ class RetentionPlan(PlanTally):
     tables: dict[str, str]
     # The database planned, for the command that runs the script on it (never shown with its password).
     target: DatabaseTarget
+    # Where the spools are: removed with the plan (or at exit).
+    scratch: tempfile.TemporaryDirectory[str] | None = None
 
-    @property
-    def deleting(self) -> list[LineagePlan]:
+    def planned_lineages(self) -> Iterator[LineagePlan]:
+        """Every lineage the plan changes, leaves whole, or whose naive deletion breaks a read; in key order."""
+        for path in self.spools:
+            with open(path, "rb") as spool:
+                while True:
+                    try:
+                        yield pickle.load(spool)
+                    except EOFError:
+                        break
+
+    def deleting_lineages(self) -> Iterator[LineagePlan]:
         """The lineages the script changes."""
-        return [p for p in self.plans if p.skipped is None and p.deletion is not None and (p.deleted or p.reparented)]
-
-    @property
-    def skipped(self) -> list[LineagePlan]:
-        return [p for p in self.plans if p.skipped is not None]
+        for plan in self.planned_lineages():
+            if plan.skipped is None and plan.deletion is not None and (plan.deleted or plan.reparented):
+                yield plan
 
     def naive_rule_count(self, rule: RuleCode) -> int:
         return self.naive_breaks.get(str(rule), 0)
 
 
 def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], LineageRows | None]:
-    """A lookup of the row keys by lineage key, reading ahead only as far as the asked key (both passes share
-    one order, so the buffer holds one lineage unless keys that are not text order differently)."""
+    """A lookup of the row keys by lineage key, reading ahead only as far as the asked key: both reads share
+    one order, so the buffer holds one lineage (more only where keys that are not text order differently)."""
     buffer: dict[tuple[str, str], LineageRows] = {}
 
     def take(key: tuple[str, str]) -> LineageRows | None:
@@ -115,6 +167,8 @@ def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], Lin
             present = buffer.get(following.key)
             if present is None:
                 buffer[following.key] = following
+                if following.text_keys() and following.key > key:
+                    return None  # the asked lineage is gone from the second read
             else:  # a NULL and an empty namespace read as one lineage: their rows are one too, never text
                 present.checkpoints += following.checkpoints
                 present.writes += following.writes
@@ -125,31 +179,42 @@ def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], Lin
 
 
 def _plan_share(
-    target: DatabaseTarget, policy: RetentionPolicy, selection: ThreadSelection, progress: Callable[[int], None] | None
+    target: DatabaseTarget,
+    policy: RetentionPolicy,
+    full_mode: bool,
+    top: int,
+    scratch: str,
+    selection: ThreadSelection,
+    progress: Callable[[int], None] | None,
 ) -> PlanTally:
     """One share of the threads: each lineage planned from its records and its row keys, read side by side."""
     reader, backend = open_reader(target)
     rows_for = _rows_by_key(lineage_rows(target, selection))
-    tally = PlanTally()
+    handle, path = tempfile.mkstemp(prefix="share-", suffix=".pickle", dir=scratch)
+    tally = PlanTally(spools=[path])
     thread: str | None = None
     seen = 0
-    for lineage in reader.lineages(selection):
-        if lineage.thread_id != thread:
-            if thread is not None and progress is not None:
-                progress(seen)
-            thread, seen = lineage.thread_id, 0
-            tally.threads += 1
-            if selection.thread_id is not None or selection.thread_ids is not None:
-                tally.named_found.add(thread)
-        seen += len(lineage.records)
-        tally.count(_plan(lineage, backend, policy, rows_for((lineage.thread_id, lineage.checkpoint_ns))))
+    with os.fdopen(handle, "wb") as spool:
+        for lineage in reader.lineages(selection):
+            if lineage.thread_id != thread:
+                if thread is not None and progress is not None:
+                    progress(seen)
+                thread, seen = lineage.thread_id, 0
+                tally.threads += 1
+                if selection.thread_id is not None or selection.thread_ids is not None:
+                    tally.named_found.add(thread)
+            seen += len(lineage.records)
+            rows = rows_for((lineage.thread_id, lineage.checkpoint_ns))
+            tally.count(_plan(lineage, backend, policy, rows, full_mode), spool, top)
     if thread is not None and progress is not None:
         progress(seen)
     return tally
 
 
-def _plan(lineage: Lineage, backend: Backend, policy: RetentionPolicy, rows: LineageRows | None) -> LineagePlan:
-    plan = plan_lineage(lineage, backend, policy, rows)
+def _plan(
+    lineage: Lineage, backend: Backend, policy: RetentionPolicy, rows: LineageRows | None, full_mode: bool
+) -> LineagePlan:
+    plan = plan_lineage(lineage, backend, policy, rows, full_mode)
     if rows is None:
         plan.skipped = "it was deleted while it was read: plan it again"
     return plan
@@ -162,6 +227,7 @@ def plan_retention(
     target = request.choice.target
     reader, backend = open_reader(target)
     tables = postgres_tables(target) if isinstance(target, PostgresTarget) else {}
+    scratch = tempfile.TemporaryDirectory(prefix="ckpt-plan-")
     plan = RetentionPlan(
         database=target.describe(),
         found_via=request.choice.found_via,
@@ -170,10 +236,12 @@ def plan_retention(
         planned_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tables,
         target=target,
+        scratch=scratch,
     )
     selections = share_selections(reader, jobs, request.thread_ids)
-    for share in run_shares(functools.partial(_plan_share, target, request.policy), selections, progress):
-        plan.add(share)
+    work = functools.partial(_plan_share, target, request.policy, request.full_mode, request.top, scratch.name)
+    for share in run_shares(work, selections, progress):
+        plan.add(share, request.top)
     missing = [t for t in request.thread_ids or () if t not in plan.named_found]
     if missing:
         raise StoreError(f"no checkpoints for thread {missing[0]!r} in {plan.database}")

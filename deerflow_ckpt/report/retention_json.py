@@ -32,6 +32,7 @@ def _lineage(plan: LineagePlan) -> dict[str, Any]:
         "widened_by": plan.widened_by,
         "widest": None if plan.widest is None else {"checkpoint_id": plan.widest[0], "links": plan.widest[1]},
         "branch_steps_lost": plan.branch_steps_lost,
+        "note": plan.note,
         "freed": _freed(plan.freed),
         "deleted": list(plan.deleted),
         "reparented": [dataclasses.asdict(reparent) for reparent in plan.reparented],
@@ -73,14 +74,15 @@ def plan_to_json(plan: RetentionPlan) -> Iterator[str]:
             "checkpoints": plan.checkpoints,
             "keeps": plan.kept,
             "widened_by": plan.widened,
-            "lineages_deleting": len(plan.deleting),
+            "lineages_deleting": plan.deleting,
             "lineages_skipped": len(plan.skipped),
-            "reparented": sum(len(p.reparented) for p in plan.deleting),
+            "reparented": plan.reparented,
+            "branch_steps_lost": plan.branch_steps_lost,
             "freed": _freed(plan.freed),
         },
         "naive": {"deleted_beyond_plan": plan.naive_deleted, "breaks": dict(sorted(plan.naive_breaks.items()))},
     }
     yield json.dumps(head, indent=2)[:-2] + ',\n  "lineages": [\n'
-    for index, lineage in enumerate(plan.plans):
+    for index, lineage in enumerate(plan.planned_lineages()):
         yield ("    " if index == 0 else ",\n    ") + json.dumps(_lineage(lineage), separators=(",", ":"))
     yield "\n  ]\n}\n"

@@ -16,9 +16,6 @@ from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import RULES, RuleCode
 from deerflow_ckpt.store.records import Backend
 
-# Naive breaks shown by example, at most.
-EXAMPLES = 3
-
 
 def widening(plan: LineagePlan, policy: RetentionPolicy) -> str:
     """Why the plan keeps more than the policy asked, in one clause ("" when it does not)."""
@@ -36,6 +33,8 @@ def widening(plan: LineagePlan, policy: RetentionPolicy) -> str:
         clauses.append(f"{reasons[KeepReason.PENDING_WRITES]} hold pending writes")
     if reasons[KeepReason.NEWEST]:
         clauses.append("the newest checkpoint always stays")
+    if plan.note is not None:
+        clauses.append(plan.note)
     return f"{policy.describe()} keeps {len(plan.kept)} here: " + "; ".join(clauses)
 
 
@@ -63,13 +62,13 @@ def _totals(plan: RetentionPlan, console: Console) -> None:
     if plan.backend is Backend.POSTGRES:
         rows.append(f"{freed.blobs:,} blob rows ({human_bytes(freed.blob_bytes)})")
     console.print(f"  frees {', '.join(rows)}: {human_bytes(freed.total_bytes)} of stored rows")
-    reparented = sum(len(p.reparented) for p in plan.deleting)
-    if reparented:
+    if plan.reparented:
         console.print(
-            f"  re-parents {reparented:,} kept checkpoint(s) whose parent goes onto their nearest kept ancestor "
-            "(each stores its messages, so its reads stay whole; no parent id is left dangling)"
+            f"  re-parents {plan.reparented:,} kept checkpoint(s) whose parent goes (each stores its messages, so its "
+            "reads stay whole): onto the nearest kept ancestor across copies of one state, else as a root; no "
+            "parent id is left dangling"
         )
-    lost = sum(p.branch_steps_lost for p in plan.deleting)
+    lost = plan.branch_steps_lost
     if lost:
         console.print(
             f"  branch/regenerate: {lost:,} message-writing step(s) of the threads' current chains go; their turns "
@@ -78,12 +77,11 @@ def _totals(plan: RetentionPlan, console: Console) -> None:
 
 
 def _lineages(plan: RetentionPlan, console: Console, top: int) -> None:
-    deleting = sorted(plan.deleting, key=lambda p: p.freed.total_bytes, reverse=True)
-    if not deleting:
+    if not plan.deleting:
         console.print("  nothing to delete: every checkpoint is kept by the policy or by a read it must keep")
         return
-    shown = deleting[:top]
-    title = f"Lineages that free the most ({len(shown)} of {len(deleting):,}; --top N)"
+    shown = plan.heaviest[:top]
+    title = f"Lineages that free the most ({len(shown)} of {plan.deleting:,}; --top N)"
     table = Table(title=title, title_justify="left", show_edge=False, box=None, pad_edge=False)
     for index, column in enumerate(("thread", "ns", "checkpoints", "policy keeps", "plan keeps", "deletes", "frees")):
         table.add_column(column, justify="left" if index < 2 else "right")
@@ -116,8 +114,7 @@ def _naive(plan: RetentionPlan, console: Console) -> None:
     )
     total = sum(breaks.values())
     console.print(f"  it would delete {plan.naive_deleted:,} more checkpoint(s) and break {total:,} read(s): {counts}")
-    examples = [(p, b) for p in plan.plans for b in p.naive_breaks][:EXAMPLES]
-    for lineage, broken in examples:
+    for lineage, broken in plan.examples:
         rule = "no rule: the thread is gone" if broken.rule is None else str(broken.rule)
         where = f"thread {printable(lineage.thread_id)} checkpoint {broken.checkpoint_id}"
         console.print(Text(f"  e.g. {where} ({rule}): {broken.detail}"))
