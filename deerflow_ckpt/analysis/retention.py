@@ -27,8 +27,7 @@ from enum import StrEnum
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, Shape
-from deerflow_ckpt.store.row_keys import LineageRows
+from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, LineageRows, Shape
 
 # Postgres: the saver's walk stops only at a checkpoint whose inline value marks a snapshot (savers 3.1.x;
 # 3.2 also stops at any blob at the version, so stopping only here is the reading both agree on).

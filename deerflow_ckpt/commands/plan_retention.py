@@ -22,8 +22,8 @@ from deerflow_ckpt.commands.shares import run_shares, share_selections
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.readers import open_reader
-from deerflow_ckpt.store.records import Backend, Lineage
-from deerflow_ckpt.store.row_keys import LineageRows, lineage_rows, postgres_tables
+from deerflow_ckpt.store.records import Backend, Lineage, LineageRows
+from deerflow_ckpt.store.row_keys import lineage_rows, postgres_tables
 from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, PostgresTarget
 

@@ -144,3 +144,37 @@ def text_lineage(thread_id: object, checkpoint_ns: object, records: list[Checkpo
             record.thread_id, record.checkpoint_ns = thread_id, checkpoint_ns
     assert type(thread_id) is str and type(checkpoint_ns) is str
     return Lineage(thread_id, checkpoint_ns, records)
+
+
+@dataclass
+class LineageRows:
+    """The rows of one (thread_id, checkpoint_ns) as stored (store/row_keys.py reads them): raw key values, so a
+    retention script can name them."""
+
+    thread_id: object
+    checkpoint_ns: object
+    # How many checkpoints, the greatest id (byte order), and whether every id is text.
+    checkpoints: int = 0
+    newest: object = None
+    ids_are_text: bool = True
+    # (checkpoint_id, task_id, idx) of every write row, orphans included.
+    writes: list[tuple[object, object, object]] = field(default_factory=list)
+    # Postgres: checkpoint id -> {channel: version}, and (channel, version, bytes) of every blob row.
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    blobs: list[tuple[object, object, int]] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The lineage's key as the readers give it (records.key_text; a NULL namespace reads as '')."""
+        return key_text(self.thread_id), key_text(self.checkpoint_ns) if self.checkpoint_ns is not None else ""
+
+    def text_keys(self) -> bool:
+        """The lineage's own key and its checkpoint ids are text (write rows are checked where they are named)."""
+        return type(self.thread_id) is str and type(self.checkpoint_ns) is str and self.ids_are_text
+
+    def add_checkpoint(self, checkpoint_id: object) -> None:
+        self.checkpoints += 1
+        if type(checkpoint_id) is not str:
+            self.ids_are_text = False
+        elif self.newest is None or checkpoint_id > self.newest:  # type: ignore[operator]
+            self.newest = checkpoint_id
