@@ -135,18 +135,27 @@ class _Inserts:
         return f"INSERT INTO ckpt_plan_{name} VALUES\n  " + ",\n  ".join(rows) + ";\n"
 
 
-def _groups(plan: RetentionPlan, batch: int | None) -> Iterator[list[LineagePlan]]:
-    """The lineages the script changes, in groups of whole lineages of about `batch` deleted checkpoints."""
-    group: list[LineagePlan] = []
+def _transactions(
+    plan: RetentionPlan, batch: int | None, text: Callable[[str], str], names: list[str], begin: str, end: str
+) -> Iterator[str]:
+    """The lineages the script changes, loaded transaction by transaction (whole lineages of about `batch`
+    deleted checkpoints each, or all in one): `begin`, the INSERTs, then `end` (the guard, the deletes, the
+    commit). One pass over the plan's lineages, none held beyond its own rows."""
+    inserts: _Inserts | None = None
     size = 0
     for lineage in plan.deleting_lineages():
-        if group and batch is not None and size + len(lineage.deleted) > batch:
-            yield group
-            group, size = [], 0
-        group.append(lineage)
+        if inserts is not None and batch is not None and size + len(lineage.deleted) > batch:
+            yield from inserts.flush()
+            yield end
+            inserts = None
+        if inserts is None:
+            yield begin
+            inserts, size = _Inserts(names), 0
+        yield from inserts.add(_rows(lineage, text))
         size += len(lineage.deleted)
-    if group:
-        yield group
+    if inserts is not None:
+        yield from inserts.flush()
+        yield end
 
 
 def _changed_lineages(checkpoints: str, writes: str, newest: str, distinct: str) -> str:
@@ -173,27 +182,23 @@ def sqlite_script(plan: RetentionPlan, script: str = "plan.sql", batch: int | No
     changed = _changed_lineages(checkpoints, writes, "c.checkpoint_id", "IS NOT")
     # Each statement also tests the guard: a shell that carried on past the failed check still deletes nothing.
     unchanged = "NOT EXISTS (SELECT 1 FROM ckpt_plan_changed)"
-    for group in _groups(plan, batch):
-        yield "BEGIN IMMEDIATE;\n"
-        inserts = _Inserts(names)
-        for lineage in group:
-            yield from inserts.add(_rows(lineage, _sqlite_text))
-        yield from inserts.flush()
-        yield (
-            f"DELETE FROM ckpt_plan_changed;\nINSERT INTO ckpt_plan_changed\n{changed};\n"
-            "INSERT INTO ckpt_plan_guard SELECT count(*) FROM ckpt_plan_changed;\n"
-            f"DELETE FROM {writes} WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) IN\n"
-            f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM ckpt_plan_writes) AND {unchanged};\n"
-            f"UPDATE {checkpoints} SET parent_checkpoint_id = (SELECT r.new_parent FROM ckpt_plan_reparent r\n"
-            f"  WHERE r.thread_id = checkpoints.thread_id AND r.checkpoint_ns = checkpoints.checkpoint_ns\n"
-            f"    AND r.checkpoint_id = checkpoints.checkpoint_id)\n"
-            f"WHERE (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id) IN\n"
-            f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, old_parent FROM ckpt_plan_reparent) AND {unchanged};\n"
-            f"DELETE FROM {checkpoints} WHERE (thread_id, checkpoint_ns, checkpoint_id) IN\n"
-            f"  (SELECT thread_id, checkpoint_ns, checkpoint_id FROM ckpt_plan_checkpoints) AND {unchanged};\n"
-        )
+    end = (
+        f"DELETE FROM ckpt_plan_changed;\nINSERT INTO ckpt_plan_changed\n{changed};\n"
+        "INSERT INTO ckpt_plan_guard SELECT count(*) FROM ckpt_plan_changed;\n"
+        f"DELETE FROM {writes} WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM ckpt_plan_writes) AND {unchanged};\n"
+        f"UPDATE {checkpoints} SET parent_checkpoint_id = (SELECT r.new_parent FROM ckpt_plan_reparent r\n"
+        f"  WHERE r.thread_id = checkpoints.thread_id AND r.checkpoint_ns = checkpoints.checkpoint_ns\n"
+        f"    AND r.checkpoint_id = checkpoints.checkpoint_id)\n"
+        f"WHERE (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id, old_parent FROM ckpt_plan_reparent) AND {unchanged};\n"
+        f"DELETE FROM {checkpoints} WHERE (thread_id, checkpoint_ns, checkpoint_id) IN\n"
+        f"  (SELECT thread_id, checkpoint_ns, checkpoint_id FROM ckpt_plan_checkpoints) AND {unchanged};\n"
         # The temporary tables are emptied for the next transaction.
-        yield "".join(f"DELETE FROM ckpt_plan_{name};\n" for name in [*names, "guard"]) + "COMMIT;\n"
+        + "".join(f"DELETE FROM ckpt_plan_{name};\n" for name in [*names, "guard"])
+        + "COMMIT;\n"
+    )
+    yield from _transactions(plan, batch, _sqlite_text, names, "BEGIN IMMEDIATE;\n", end)
 
 
 def _same(table: str, plan: str, column: str) -> str:
@@ -210,29 +215,25 @@ def postgres_script(plan: RetentionPlan, script: str = "plan.sql", batch: int | 
     # Emptied at every commit: each transaction loads its own lineages.
     yield "".join(f"CREATE TEMP TABLE ckpt_plan_{name} ({_COLUMNS[name]}) ON COMMIT DELETE ROWS;\n" for name in names)
     changed = _changed_lineages(checkpoints, writes, 'c.checkpoint_id COLLATE "C"', "IS DISTINCT FROM")
-    for group in _groups(plan, batch):
-        # Writers wait from the check to the commit, so nothing can change between them; readers do not wait.
-        yield (
-            "BEGIN;\nSET LOCAL lock_timeout = '10s';\nSET LOCAL standard_conforming_strings = on;\n"
-            f"LOCK TABLE {checkpoints}, {writes}, {blobs} IN SHARE ROW EXCLUSIVE MODE;\n"
-        )
-        inserts = _Inserts(names)
-        for lineage in group:
-            yield from inserts.add(_rows(lineage, _postgres_text))
-        yield from inserts.flush()
-        yield (
-            "DO $ckpt$\nDECLARE changed text;\nBEGIN\n"
-            f"  SELECT thread_id INTO changed FROM ({changed}) AS x LIMIT 1;\n"
-            f"  IF FOUND THEN RAISE EXCEPTION '{GUARD_MESSAGE} (thread %)', changed; END IF;\nEND\n$ckpt$;\n"
-            f"DELETE FROM {writes} w USING ckpt_plan_writes p\n"
-            f"WHERE {_same('w', 'p', 'checkpoint_id')}\n  AND w.task_id = p.task_id AND w.idx = p.idx;\n"
-            f"DELETE FROM {blobs} b USING ckpt_plan_blobs p\n"
-            f"WHERE {_same('b', 'p', 'channel')} AND b.version = p.version;\n"
-            f"UPDATE {checkpoints} c SET parent_checkpoint_id = r.new_parent FROM ckpt_plan_reparent r\n"
-            f"WHERE {_same('c', 'r', 'checkpoint_id')}\n  AND c.parent_checkpoint_id = r.old_parent;\n"
-            f"DELETE FROM {checkpoints} c USING ckpt_plan_checkpoints p\nWHERE {_same('c', 'p', 'checkpoint_id')};\n"
-            "COMMIT;\n"
-        )
+    # Writers wait from the check to the commit, so nothing can change between them; readers do not wait.
+    begin = (
+        "BEGIN;\nSET LOCAL lock_timeout = '10s';\nSET LOCAL standard_conforming_strings = on;\n"
+        f"LOCK TABLE {checkpoints}, {writes}, {blobs} IN SHARE ROW EXCLUSIVE MODE;\n"
+    )
+    end = (
+        "DO $ckpt$\nDECLARE changed text;\nBEGIN\n"
+        f"  SELECT thread_id INTO changed FROM ({changed}) AS x LIMIT 1;\n"
+        f"  IF FOUND THEN RAISE EXCEPTION '{GUARD_MESSAGE} (thread %)', changed; END IF;\nEND\n$ckpt$;\n"
+        f"DELETE FROM {writes} w USING ckpt_plan_writes p\n"
+        f"WHERE {_same('w', 'p', 'checkpoint_id')}\n  AND w.task_id = p.task_id AND w.idx = p.idx;\n"
+        f"DELETE FROM {blobs} b USING ckpt_plan_blobs p\n"
+        f"WHERE {_same('b', 'p', 'channel')} AND b.version = p.version;\n"
+        f"UPDATE {checkpoints} c SET parent_checkpoint_id = r.new_parent FROM ckpt_plan_reparent r\n"
+        f"WHERE {_same('c', 'r', 'checkpoint_id')}\n  AND c.parent_checkpoint_id = r.old_parent;\n"
+        f"DELETE FROM {checkpoints} c USING ckpt_plan_checkpoints p\nWHERE {_same('c', 'p', 'checkpoint_id')};\n"
+        "COMMIT;\n"
+    )
+    yield from _transactions(plan, batch, _postgres_text, names, begin, end)
 
 
 def plan_to_sql(plan: RetentionPlan, script: str = "plan.sql", batch: int | None = None) -> Iterator[str]:
