@@ -650,3 +650,42 @@ def test_the_script_waits_for_a_writer(retention_sqlite: BuiltDatabase, tmp_path
         release.join()
         writer.close()
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_postgres_keys_with_backslashes_whatever_the_session_says(
+    retention_postgres: BuiltDatabase, tmp_path: Path, copies: list[Copy]
+) -> None:
+    """A thread id with backslashes and a quote is named exactly, even in a session whose
+    standard_conforming_strings is off (where '\\' would be read as one backslash)."""
+    pruned = _copy(retention_postgres, tmp_path, copies, "pruned")
+    odd = "back\\\\slash 'q'"
+    for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+        with psycopg.connect(pruned.db) as connection:
+            connection.execute(f"UPDATE {table} SET thread_id = %s WHERE thread_id = 'clean-delta-k3'", (odd,))  # type: ignore[arg-type]
+    plan = json.loads(_plan(pruned.db, "--keep-newest", "2", "--thread", odd))
+    (lineage,) = plan["lineages"]
+    assert lineage["thread_id"] == odd and lineage["deleted"]
+    script = _plan(pruned.db, "--keep-newest", "2", "--thread", odd, output_format="sql")
+    env = {**os.environ, "PGOPTIONS": "-c standard_conforming_strings=off"}
+    done = subprocess.run(["psql", pruned.db, "-q", "-f", "-"], input=script, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(pruned.db) as connection:
+        query = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s"
+        left = {row[0] for row in connection.execute(query, (odd,))}
+    assert left and not left & set(lineage["deleted"]) and len(left) == plan["totals"]["keeps"]
+
+
+def test_the_script_names_its_own_file(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    spaced = tmp_path / "a  b"
+    spaced.mkdir()
+    db = spaced / "deer  flow.db"
+    shutil.copyfile(retention_sqlite.path, db)
+    output = tmp_path / "prune-2.sql"
+    code, _, err = run_ckpt(
+        "plan", "retention", "--db", str(db), "--keep-newest", "2", "--format", "sql", "-o", str(output)
+    )
+    assert code == 0, err
+    header = [line for line in output.read_text().splitlines() if line.startswith("-- Review")]
+    assert header == [f"-- Review it, then run it with the database's shell: sqlite3 '{db}' < prune-2.sql"]
