@@ -559,6 +559,7 @@ def test_pruned_threads_continue_under_deerflows_pinned_saver(
         assert after == unpruned, thread_id
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_full_mode_thread_on_postgres_goes_only_where_the_deployment_runs_full(
     retention_postgres: BuiltDatabase, tmp_path: Path
@@ -633,6 +634,7 @@ def test_batches_apply_whole_threads_and_stop_at_a_changed_one(retention_sqlite:
     assert deleted[late] <= left[late], "the changed thread's transaction deleted nothing"
 
 
+@pytest.mark.slow
 def test_the_script_waits_for_a_writer(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     """A writer holding SQLite's write lock when the script starts: the script waits for it (.timeout), then runs."""
     import threading
