@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from deerflow_ckpt import native
 from deerflow_ckpt.store import peek
+from deerflow_ckpt.store.metadata import metadata_in_python
 from deerflow_ckpt.store.peek import InertDecoder, UndecodableError
 from deerflow_ckpt.store.records import CheckpointRecord, MessagesShape, Shape
-from deerflow_ckpt.store.sqlite import metadata_in_python, record_from_row
+from deerflow_ckpt.store.sqlite import record_from_row
 from deerflow_ckpt.store.writes import WriteFolder
 
 OPTIONS = ormsgpack.OPT_NON_STR_KEYS

@@ -191,8 +191,8 @@ def test_postgres_set_up_by_an_older_saver(built_postgres: BuiltDatabase, pg_dat
 
 @pytest.mark.postgres
 def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDatabase, pg_database: str) -> None:
-    """jsonb nested deeper than a JSON decoder follows (a step, an inline messages value) reads as no step
-    and no marker, and the scan goes on."""
+    """jsonb nested deeper than a JSON decoder follows: an inline messages value reads as no marker, metadata
+    is CK104 (LangGraph's savers decode it with the same json module, and fail), and the scan goes on."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(pg_database) as saver:
@@ -207,8 +207,10 @@ def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDa
             (row[0], row[1], psycopg.types.json.Jsonb(row[2]), deep, f'{{"step": {deep}, "source": "loop"}}'),
         )
     code, document = scan_json("--db", pg_database)
-    assert code == 0, document
+    assert code == 1, document
     assert document["summary"]["checkpoints"] == 1  # type: ignore[index]
+    (finding,) = document["findings"]  # type: ignore[misc]
+    assert finding["rule"] == "CK104" and "nested deeper than a JSON decoder follows" in finding["message"]
 
 
 # -- formats and exit codes -------------------------------------------------------------------------

@@ -279,7 +279,7 @@ def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, 
 
 def _source_and_step(metadata: bytes | None) -> tuple[str | None, int | None]:
     """metadata["source"] and ["step"] where the compiled reader abstained, read as the scan reads them."""
-    from deerflow_ckpt.store.sqlite import metadata_in_python
+    from deerflow_ckpt.store.metadata import metadata_in_python
 
     step, source, _, _, _ = metadata_in_python(metadata, lean=True, problems=[])
     return source, step

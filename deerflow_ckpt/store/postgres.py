@@ -15,8 +15,10 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.native import metadata_summary
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.rules import RuleCode
+from deerflow_ckpt.store.metadata import metadata_in_python
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
 from deerflow_ckpt.store.prefetch import NetworkTimeout, Prefetcher
 from deerflow_ckpt.store.records import (
@@ -29,10 +31,11 @@ from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import PostgresTarget
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_stored_bytes
 
-# Stored sizes as DeerFlow's benchmark counts them; rendering every checkpoint as text costs the server
-# more than the rest of the query, so only readers that report storage ask for them.
-_SIZES_SQL = "octet_length(c.checkpoint::text), octet_length(c.metadata::text)"
-_NO_SIZES_SQL = "0, 0"
+# Stored sizes as DeerFlow's benchmark counts them (the metadata's is the length of its text, which the scan
+# reads anyway); rendering every checkpoint as text costs the server more than the rest of the query, so only
+# readers that report storage ask for it.
+_SIZES_SQL = "octet_length(c.checkpoint::text)"
+_NO_SIZES_SQL = "0"
 # Rows fetched per round trip by the server-side cursors.
 FETCH_ROWS = 2000
 # TCP keepalives: a peer that stops answering is found dead within about a minute.
@@ -41,25 +44,13 @@ _KEEPALIVES = "keepalives=1 keepalives_idle=30 keepalives_interval=10 keepalives
 HEAD_BYTES = 8
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
-# Integers arrive as the text of a JSON number (NULL for any other JSON type), which the client parses
-# with int(): cheaper than decoding jsonb per row, and the same answer.
-_STEP_SQL = "CASE WHEN jsonb_typeof(c.metadata->'step') = 'number' THEN c.metadata->>'step' END"
-_COUNTER_SQL = (
-    "CASE WHEN jsonb_typeof(c.metadata->'counters_since_delta_snapshot'->'messages') = 'array' "
-    "AND jsonb_typeof(c.metadata->'counters_since_delta_snapshot'->'messages'->{index}) = 'number' "
-    "AND jsonb_array_length(c.metadata->'counters_since_delta_snapshot'->'messages') >= 2 "
-    "THEN c.metadata->'counters_since_delta_snapshot'->'messages'->>{index} END"
-)
-
 # Byte order (collation "C") is the order Python compares strings in, so the streams merge; where the
 # database's own collation is already byte order the clause is left out and the primary keys serve.
 _CHECKPOINTS_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-       jsonb_typeof(c.metadata) = 'object',
+       convert_to(c.metadata::text, 'UTF8'),
        jsonb_typeof(c.checkpoint) = 'object'
          AND coalesce(jsonb_typeof(c.checkpoint->'channel_values'), 'object') = 'object',
-       c.metadata->>'source', c.metadata->>'deerflow_checkpoint_channel_mode',
-       {step}, {updates}, {supersteps},
        c.checkpoint->'channel_values'->'messages',
        c.checkpoint->'channel_versions'->>'messages',
        {sizes}
@@ -89,16 +80,6 @@ def _json_value(data: str | bytes) -> Any:
     try:
         return msgspec.json.decode(data)
     except RecursionError:  # nested deeper than a decoder can follow: not a snapshot marker either
-        return None
-
-
-def _as_int(text: str | None) -> int | None:
-    """The integer a JSON number's text spells; None for a fraction ("1.5") or no number at all."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
         return None
 
 
@@ -188,17 +169,21 @@ def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> N
 
 def _record_from_row(row: tuple[Any, ...]) -> tuple[CheckpointRecord, Any]:
     """The record of one checkpoint row and its inline messages value (the snapshot marker, if any)."""
-    (thread_id, ns, checkpoint_id, parent_id, metadata_is_object, checkpoint_is_object, source, mode, step,
-     updates, supersteps, marker, version, checkpoint_len, metadata_len) = row  # fmt: skip
+    thread_id, ns, checkpoint_id, parent_id, metadata, checkpoint_is_object, marker, version, checkpoint_len = row
+    # The metadata's JSON text, read as SQLite's is: the compiled reader, or Python's json where it abstains.
+    facts = metadata_summary(metadata) if metadata_summary is not None and metadata is not None else None
+    problems: list[Problem] = []
+    if facts is None:
+        facts = metadata_in_python(metadata, True, problems)
+    step, source, mode, updates, supersteps = facts
     record = CheckpointRecord(
-        thread_id, ns or "", checkpoint_id, parent_id, _as_int(step), source, mode, _as_int(updates),
-        _as_int(supersteps), Shape.ABSENT, version,
-    )  # fmt: skip
+        thread_id, ns or "", checkpoint_id, parent_id, step, source, mode, updates, supersteps, Shape.ABSENT, version
+    )
     record.checkpoint_bytes = checkpoint_len or 0
-    record.metadata_bytes = metadata_len or 0
-    if not metadata_is_object:
+    record.metadata_bytes = len(metadata) if metadata is not None else 0
+    if problems:
+        record.problems = problems
         record.metadata_ok = False
-        record.problems.append(Problem(RuleCode.CK104, "metadata is not a JSON object"))
     if not checkpoint_is_object:
         record.messages = Shape.UNDECODABLE
         record.problems.append(Problem(RuleCode.CK104, "checkpoint is not a LangGraph checkpoint object"))
@@ -312,9 +297,6 @@ class PostgresCheckpointReader:
         checkpoints = sql.SQL(_CHECKPOINTS_SQL).format(
             collate=collate,
             sizes=sql.SQL(_SIZES_SQL if self.sizes else _NO_SIZES_SQL),
-            step=sql.SQL(_STEP_SQL),
-            updates=sql.SQL(_COUNTER_SQL.format(index=0)),
-            supersteps=sql.SQL(_COUNTER_SQL.format(index=1)),
             checkpoints=tables["checkpoints"],
             where=filter_sql,
         )
