@@ -71,7 +71,7 @@ class _Terminated(Exception):
 
 
 @contextlib.contextmanager
-def _terminable() -> Iterator[None]:
+def terminable() -> Iterator[None]:
     """SIGTERM raises inside the block, so its cleanup runs; outside the main thread nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -123,7 +123,7 @@ def write_atomically(path: Path, data: bytes | Iterable[bytes], expected: bytes 
     if status is not None:
         _refuse_unsafe_rewrite(target, status)
     remove_stale_temporaries(target)
-    with _terminable():
+    with terminable():
         _replace(target, data, status, expected)
 
 

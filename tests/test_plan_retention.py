@@ -283,7 +283,7 @@ def test_the_naive_policy_breaks_the_reads_the_plan_names(
             _execute(naive, f"DELETE FROM checkpoints WHERE {where}")
             _execute(naive, f"DELETE FROM {writes_table} WHERE {where}")
     readable = {t.thread_id: t for t in _readable(built.manifest)}
-    lost = 0
+    lost = whole = 0
     for lineage, read in broken:
         thread = readable.get(lineage["thread_id"])
         if thread is None:
@@ -292,9 +292,25 @@ def test_the_naive_policy_breaks_the_reads_the_plan_names(
             after = _messages(naive.db, built.manifest, thread, read["checkpoint_id"])
         except Exception:  # a read the saver cannot finish is broken too
             after = None
-        lost += after != _messages(before.db, built.manifest, thread, read["checkpoint_id"])
+        differs = after != _messages(before.db, built.manifest, thread, read["checkpoint_id"])
+        # A broken read reads otherwise; where only the next turn breaks, the checkpoint still reads whole.
+        if read["breaks"] == "read":
+            lost += differs
+        elif read["breaks"] == "next turn":
+            whole += not differs
     assert lost >= 10
-    assert "CK302" in {rule for rule, _, _ in _findings(naive.db) - _findings(before.db)}
+    assert whole == sum(
+        1 for lineage, read in broken if read["breaks"] == "next turn" and lineage["thread_id"] in readable
+    )
+    # The CK302s the plan names are exactly the ones verify-shape finds after the naive deletion.
+    named = {
+        ("CK302", lineage["thread_id"], b["checkpoint_id"])
+        for lineage in plan["lineages"]
+        for b in lineage["naive"]["breaks"]
+        if b["rule"] == "CK302"
+    }
+    found = {f for f in _findings(naive.db) - _findings(before.db) if f[0] == "CK302"}
+    assert named == found and named
 
 
 def _execute(copy: Copy, statement: str) -> None:
@@ -431,7 +447,10 @@ def test_the_text_says_what_the_json_counts(retention_sqlite: BuiltDatabase) -> 
     assert f"{totals['checkpoints']:,} checkpoints: keeps {totals['keeps']:,}" in out and f"deletes {deleted:,}" in out
     assert f"re-parents {totals['reparented']:,} kept checkpoint(s)" in out
     breaks = plan["naive"]["breaks"]
-    assert f"break {sum(breaks.values()):,} read(s)" in out and f"CK302 x{breaks['CK302']}" in out
+    assert (
+        f"break {sum(breaks.values()):,} read(s)" in out
+        and f"CK302 (parent id that names no checkpoint) x{breaks['CK302']}" in out
+    )
     widened = next(lineage for lineage in plan["lineages"] if lineage["widest"])
     assert f"{widened['thread_id']}: --keep-newest 3 keeps {widened['keeps']} here" in out
 
@@ -580,8 +599,18 @@ def test_a_full_mode_thread_on_postgres_goes_only_where_the_deployment_runs_full
         "json", "-q", env={"DATABASE_URL": retention_postgres.db},
     )  # fmt: skip
     assert code == 0, err
-    (full,) = json.loads(out)["lineages"]
+    document = json.loads(out)
+    (full,) = document["lineages"]
     assert full["deleted"] and full["note"] is None and full["keeps"] == 3
+    assert document["full_mode_from"] == str(config)
+    # The same config, but a database named by --db: the config need not describe it, so its mode is not used.
+    code, out, err = run_ckpt(
+        "plan", "retention", "--config", str(config), "--db", retention_postgres.db, "--keep-newest", "3",
+        "--thread", "clean-full", "--format", "json", "-q", env={"DATABASE_URL": retention_postgres.db},
+    )  # fmt: skip
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["full_mode_from"] is None and not document["lineages"][0]["deleted"]
 
 
 @pytest.mark.slow
@@ -595,6 +624,13 @@ def test_batches_apply_whole_threads_and_stop_at_a_changed_one(retention_sqlite:
     assert script.count("BEGIN IMMEDIATE;") == 1
     batches = _plan(str(batched), "--keep-newest", "2", "--batch", "60", output_format="sql")
     assert batches.count("BEGIN IMMEDIATE;") >= 5
+    # Each transaction holds whole threads: no thread is planned in two of them.
+    seen: set[str] = set()
+    for transaction in batches.split("BEGIN IMMEDIATE;")[1:]:
+        loaded = transaction.split("INSERT INTO ckpt_plan_lineages VALUES", 1)[1].split(";", 1)[0]
+        threads = {row.split("'")[1] for row in loaded.split("\n") if row.strip().startswith("('")}
+        assert threads and not threads & seen, threads & seen
+        seen |= threads
     for db, text in ((whole, script), (batched, batches)):
         done = subprocess.run(["sqlite3", str(db)], input=text, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
@@ -690,4 +726,4 @@ def test_the_script_names_its_own_file(retention_sqlite: BuiltDatabase, tmp_path
     )
     assert code == 0, err
     header = [line for line in output.read_text().splitlines() if line.startswith("-- Review")]
-    assert header == [f"-- Review it, then run it with the database's shell: sqlite3 '{db}' < prune-2.sql"]
+    assert header == [f"-- Review it, then run it with the database's shell: sqlite3 '{db}' < {output}"]

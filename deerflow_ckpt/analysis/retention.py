@@ -77,14 +77,29 @@ class RetentionPolicy:
         return " ".join(parts) or "keep everything"
 
 
+class BreakKind(StrEnum):
+    """What the naive deletion breaks at a kept checkpoint."""
+
+    THREAD = "thread gone"  # the newest checkpoint goes: nothing is left to read
+    READ = "read"  # its own read replays through a deleted checkpoint
+    NEXT_TURN = "next turn"  # it reads whole, but the walk of a turn written after it passes a deleted one
+
+
 @dataclass(frozen=True)
 class BrokenRead:
-    """A checkpoint whose read the naive deletion breaks, and the rule verify-shape would report (None: the
-    whole thread is gone, nothing is left to report on)."""
+    """A checkpoint the naive deletion breaks, how, and the rule verify-shape would then report there (None
+    where it reports none: the thread is gone, the break is further up the chain, or only the next turn
+    breaks)."""
 
     checkpoint_id: str
+    kind: BreakKind
     rule: RuleCode | None
     detail: str
+
+    @property
+    def label(self) -> str:
+        """The rule, or what breaks where no rule is reported: how breaks are counted."""
+        return str(self.rule) if self.rule is not None else str(self.kind)
 
 
 @dataclass
@@ -303,11 +318,20 @@ def _deletion(
     )
 
 
+def _reads_alone(record: CheckpointRecord) -> bool:
+    """A read of `record` itself needs no ancestor: it stores its messages value (a plain list a delta
+    checkpoint stored counts as none, as its counters reach back to the last snapshot), or has none."""
+    if record.messages_version is None:
+        return True
+    return record.seed and not (record.delta and record.messages not in _SNAPSHOTS)
+
+
 def _broken_reads(graph: LineageGraph, kept: set[str], rules: WalkRules, full_thread: bool) -> list[BrokenRead]:
-    """The reads deleting everything outside `kept` breaks, with the rule verify-shape would report."""
+    """What deleting everything outside `kept` breaks, with the rule verify-shape would report there."""
     head = graph.head()
     if head.checkpoint_id not in kept:
-        return [BrokenRead(head.checkpoint_id, None, "the thread's newest checkpoint goes: DeerFlow finds no state")]
+        detail = "the thread's newest checkpoint goes: DeerFlow finds no state"
+        return [BrokenRead(head.checkpoint_id, BreakKind.THREAD, None, detail)]
     broken: list[BrokenRead] = []
     for record in graph.records:
         if record.checkpoint_id not in kept:
@@ -316,12 +340,21 @@ def _broken_reads(graph: LineageGraph, kept: set[str], rules: WalkRules, full_th
         missing = next((link for link in chain if link.checkpoint_id not in kept), None)
         if missing is None:
             continue
-        parent_gone = record.parent_id is not None and record.parent_id not in kept
-        rule = RuleCode.CK302 if parent_gone else RuleCode.CK304
-        detail = f"its read replays from {len(chain)} checkpoint(s) back; {missing.checkpoint_id} would be deleted" + (
-            "; its parent would be missing" if parent_gone else "; the writes stored there would be lost"
-        )
-        broken.append(BrokenRead(record.checkpoint_id, rule, detail))
+        if _reads_alone(record):
+            detail = (
+                f"it reads whole, but a turn written after it walks past it back to {missing.checkpoint_id}, which "
+                "would be deleted (DeerFlow's pinned Postgres saver): that turn loses the history before it"
+            )
+            broken.append(BrokenRead(record.checkpoint_id, BreakKind.NEXT_TURN, None, detail))
+        elif record.parent_id is not None and record.parent_id not in kept:
+            detail = f"its read replays from {len(chain)} checkpoint(s) back; its parent would be missing"
+            broken.append(BrokenRead(record.checkpoint_id, BreakKind.READ, RuleCode.CK302, detail))
+        else:
+            detail = (
+                f"its read replays through {missing.checkpoint_id}, which would be deleted: the messages written "
+                "before it are lost (verify-shape reports the break where the chain ends, CK302)"
+            )
+            broken.append(BrokenRead(record.checkpoint_id, BreakKind.READ, None, detail))
     return broken
 
 

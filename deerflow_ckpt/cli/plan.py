@@ -6,12 +6,17 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet, stdout_console
+from deerflow_ckpt.fileio import terminable
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.commands.plan_retention import RetentionPlan
 
 # Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
 PIPED_WIDTH = 160
@@ -59,8 +64,8 @@ def retention(
         PlanFormat.text,
         "--format",
         metavar="FORMAT",
-        help="text; json (the plan as data, every row it deletes); sql (one transaction to review and run with "
-        "sqlite3 or psql).",
+        help="text; json (the plan as data, every row it deletes); sql (a script to review and run with sqlite3 "
+        "or psql: one transaction, or --batch).",
     ),
     output: Path | None = ci_options.OUTPUT_OPTION,
     batch: int | None = typer.Option(
@@ -89,9 +94,9 @@ def retention(
     can still be read, what it frees per table, and what the policy alone would have broken.
 
     Several policies combine: a checkpoint any of them keeps is kept. Nothing is deleted: --format sql writes
-    one transaction that deletes every row by its full primary key, re-parents the oldest kept checkpoint of a
-    cut chain, and deletes nothing if a planned thread changed after the plan was made. Review it, run it
-    with sqlite3 or psql, then run ckpt verify-shape.
+    a transaction (or, with --batch, several of whole threads) that deletes every row by its full primary key,
+    re-parents the oldest kept checkpoint of a cut chain, and deletes nothing if a planned thread changed after
+    the plan was made. Review it, run it with sqlite3 or psql, then run ckpt verify-shape.
     """
     from deerflow_ckpt.analysis.retention import RetentionPolicy
     from deerflow_ckpt.commands.plan_retention import RetentionRequest, plan_retention
@@ -113,12 +118,23 @@ def retention(
     info(f"ckpt: planning retention for {target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(target)
-    full_mode = selection.settings is not None and selection.settings.channel_mode == "full"
-    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None, full_mode, top)
+    # The deployment's mode counts only from the config that chose this database (DeerFlow's default is full).
+    settings, config_path = selection.settings, selection.config_path
+    runs_full = db is None and settings is not None and config_path is not None and settings.channel_mode == "full"
+    full_mode_from = str(config_path) if runs_full else None
+    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None, full_mode_from, top)
     show_progress = output_format is PlanFormat.text and sys.stderr.isatty() and not is_quiet()
-    plan = counting_checkpoints(
-        lambda progress: plan_retention(request, progress, jobs=jobs), show_progress, color.flag(), "planning"
-    )
+    # SIGTERM ends the run as an exit, so the plan's scratch files are removed.
+    with terminable():
+        plan = counting_checkpoints(
+            lambda progress: plan_retention(request, progress, jobs=jobs), show_progress, color.flag(), "planning"
+        )
+        _deliver(plan, output_format, output, batch, top, color)
+
+
+def _deliver(
+    plan: RetentionPlan, output_format: PlanFormat, output: Path | None, batch: int | None, top: int, color: ColorChoice
+) -> None:
     if output_format is PlanFormat.json:
         from deerflow_ckpt.report.retention_json import plan_to_json
 
@@ -126,7 +142,7 @@ def retention(
     elif output_format is PlanFormat.sql:
         from deerflow_ckpt.report.retention_sql import plan_to_sql
 
-        delivery.deliver_chunks(plan_to_sql(plan, output.name if output else "plan.sql", batch), output)
+        delivery.deliver_chunks(plan_to_sql(plan, str(output) if output else "plan.sql", batch), output)
     else:
         from deerflow_ckpt.report.retention_text import render_plan
 

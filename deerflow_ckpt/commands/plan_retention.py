@@ -34,8 +34,9 @@ class RetentionRequest:
     policy: RetentionPolicy
     # Only these threads (None: every thread).
     thread_ids: tuple[str, ...] | None = None
-    # The deployment runs in full mode (its config says so): threads without a delta checkpoint walk nowhere.
-    full_mode: bool = False
+    # The config that chose the database, where it says the deployment runs in full mode (None: not known):
+    # there, threads without a delta checkpoint walk nowhere (analysis/retention.py, WalkRules).
+    full_mode_from: str | None = None
     # How many of the lineages that free the most are kept at hand (the text lists them).
     top: int = 10
 
@@ -103,7 +104,7 @@ class PlanTally:
         self.widened += plan.widened_by
         self.freed.add(plan.freed)
         self.naive_deleted += len(plan.naive_deleted)
-        self.naive_breaks.update(str(b.rule) if b.rule is not None else "thread gone" for b in plan.naive_breaks)
+        self.naive_breaks.update(b.label for b in plan.naive_breaks)
         self.examples += [(plan, b) for b in plan.naive_breaks[: EXAMPLES - len(self.examples)]]
         if plan.deletion is not None and (plan.deleted or plan.reparented):
             self.deleting += 1
@@ -131,6 +132,8 @@ class RetentionPlan(PlanTally):
     tables: dict[str, str]
     # The database planned, for the command that runs the script on it (never shown with its password).
     target: DatabaseTarget
+    # The config that says the deployment runs in full mode, when it chose the database (else None).
+    full_mode_from: str | None = None
     # Where the spools are: removed with the plan (or at exit).
     scratch: tempfile.TemporaryDirectory[str] | None = None
 
@@ -236,10 +239,12 @@ def plan_retention(
         planned_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tables,
         target=target,
+        full_mode_from=request.full_mode_from,
         scratch=scratch,
     )
     selections = share_selections(reader, jobs, request.thread_ids)
-    work = functools.partial(_plan_share, target, request.policy, request.full_mode, request.top, scratch.name)
+    full_mode = request.full_mode_from is not None
+    work = functools.partial(_plan_share, target, request.policy, full_mode, request.top, scratch.name)
     for share in run_shares(work, selections, progress):
         plan.add(share, request.top)
     missing = [t for t in request.thread_ids or () if t not in plan.named_found]

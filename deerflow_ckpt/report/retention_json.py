@@ -50,7 +50,12 @@ def _lineage(plan: LineagePlan) -> dict[str, Any]:
         "naive": {
             "deleted_beyond_plan": list(plan.naive_deleted),
             "breaks": [
-                {"checkpoint_id": b.checkpoint_id, "rule": None if b.rule is None else str(b.rule), "detail": b.detail}
+                {
+                    "checkpoint_id": b.checkpoint_id,
+                    "breaks": str(b.kind),
+                    "rule": None if b.rule is None else str(b.rule),
+                    "detail": b.detail,
+                }
                 for b in plan.naive_breaks
             ],
         },
@@ -67,6 +72,7 @@ def plan_to_json(plan: RetentionPlan) -> Iterator[str]:
         "found_via": plan.found_via,
         "backend": str(plan.backend),
         "planned_at": plan.planned_at,
+        "full_mode_from": plan.full_mode_from,
         "policy": {**dataclasses.asdict(policy), "options": policy.describe()},
         "totals": {
             "threads": plan.threads,

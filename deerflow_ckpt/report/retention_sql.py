@@ -75,9 +75,16 @@ def _header(plan: RetentionPlan, script: str, batch: int | None) -> Iterator[str
         if batch is None
         else f"in transactions of whole threads of about {batch:,} deleted checkpoints each, each guarded on its own"
     )
+    mode = ""
+    if plan.backend is Backend.POSTGRES:
+        mode = (
+            f"full-mode threads planned as in a full-mode deployment ({plan.full_mode_from}); "
+            if plan.full_mode_from
+            else "the deployment's mode unknown: full-mode threads keep their whole chain; "
+        )
     lines = [
         f"ckpt plan retention {plan.policy.describe()}",
-        f"database: {plan.database}, planned at {plan.planned_at}",
+        f"database: {plan.database}, planned at {plan.planned_at}; {mode}".rstrip("; "),
         f"deletes {freed.checkpoints:,} checkpoints, {freed.writes:,} write rows{blobs} "
         f"({human_bytes(freed.total_bytes)} stored) in {plan.deleting:,} lineages, {shape}; "
         f"re-parents {plan.reparented:,} checkpoints",
@@ -143,8 +150,12 @@ def _transactions(
     commit). One pass over the plan's lineages, none held beyond its own rows."""
     inserts: _Inserts | None = None
     size = 0
+    thread: str | None = None
     for lineage in plan.deleting_lineages():
-        if inserts is not None and batch is not None and size + len(lineage.deleted) > batch:
+        # A transaction ends only between threads: the guard keeps or skips a thread whole.
+        new_thread = lineage.thread_id != thread
+        thread = lineage.thread_id
+        if inserts is not None and batch is not None and new_thread and size + len(lineage.deleted) > batch:
             yield from inserts.flush()
             yield end
             inserts = None

@@ -41,6 +41,13 @@ def widening(plan: LineagePlan, policy: RetentionPolicy) -> str:
 def render_plan(plan: RetentionPlan, console: Console, top: int) -> None:
     console.print(Text(f"Retention plan for {plan.database} (chosen via {plan.found_via})"))
     console.print(Text(f"  policy: {plan.policy.describe()}"))
+    if plan.backend is Backend.POSTGRES:
+        mode = (
+            f"full, as {plan.full_mode_from} says: full-mode threads may be cut"
+            if plan.full_mode_from
+            else "not known from a config that chose this database: full-mode threads keep their whole chain"
+        )
+        console.print(Text(f"  deployment mode: {printable(mode)}"))
     _totals(plan, console)
     _lineages(plan, console, top)
     _naive(plan, console)
@@ -108,16 +115,27 @@ def _naive(plan: RetentionPlan, console: Console) -> None:
     console.print(
         "What the policy alone would break (deleting everything it does not name, as a newest-N estimate does):"
     )
-    counts = ", ".join(
-        f"{rule} x{count} ({RULES[RuleCode(rule)].title})" if rule in RuleCode.__members__ else f"{rule} x{count}"
-        for rule, count in sorted(breaks.items())
-    )
+    counts = ", ".join(f"{_break_label(label)} x{count}" for label, count in sorted(breaks.items()))
     total = sum(breaks.values())
     console.print(f"  it would delete {plan.naive_deleted:,} more checkpoint(s) and break {total:,} read(s): {counts}")
     for lineage, broken in plan.examples:
-        rule = "no rule: the thread is gone" if broken.rule is None else str(broken.rule)
+        rule = str(broken.rule) if broken.rule is not None else f"{broken.kind}: no rule reported here"
         where = f"thread {printable(lineage.thread_id)} checkpoint {broken.checkpoint_id}"
         console.print(Text(f"  e.g. {where} ({rule}): {broken.detail}"))
+
+
+# What breaks where verify-shape reports no rule.
+_BREAKS = {
+    "read": "reads through a chain broken further up",
+    "next turn": "next turns that would lose history",
+    "thread gone": "threads gone",
+}
+
+
+def _break_label(label: str) -> str:
+    if label in RuleCode.__members__:
+        return f"{label} ({RULES[RuleCode(label)].title})"
+    return _BREAKS.get(label, label)
 
 
 def _next_steps(plan: RetentionPlan, console: Console) -> None:
@@ -127,7 +145,8 @@ def _next_steps(plan: RetentionPlan, console: Console) -> None:
 
     console.print(
         Text(
-            f"Next: ckpt plan retention {plan.policy.describe()} --format sql -o plan.sql; review it; run "
+            f"Next: ckpt plan retention {plan.policy.describe()} (and the same database options) --format sql -o "
+            "plan.sql; review it; run "
             f"{printable(shell_command(plan))}; then ckpt verify-shape (the plan introduces no finding) and a "
             "VACUUM to give the disk back."
         )
