@@ -189,3 +189,18 @@ def test_inspect_summary_points_to_it(built_storage: Callable[[str], Any]) -> No
     result = run_ckpt("inspect", "summary", "--db", str(built.db))
     assert result.exit_code == 0, result.output
     assert "ckpt inspect storage" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args", [("inspect", "storage", "--format", "csv"), ("inspect", "summary", "--format", "csv"), ("verify-shape",)]
+)
+def test_the_database_named_on_stderr_cannot_drive_a_terminal(
+    built_storage: Callable[[str], Any], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """The informational line naming the database escapes what a path brings in (ESC, BEL)."""
+    odd = tmp_path / "a\x1b[31mred\x07.db"
+    shutil.copyfile(built_storage("sqlite").path, odd)
+    result = run_ckpt(*args, "--db", str(odd))
+    assert result.exit_code in (0, 1), result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "a\\x1b[31mred\\x07.db" in result.stderr

@@ -89,6 +89,13 @@ class Copy:
         return document
 
 
+def _times(facts: Any, thread_id: str) -> Any:
+    """A heaviest thread's write times, by the id it is shown as."""
+    times = facts.growth_of(thread_id)
+    assert times is not None, thread_id
+    return times
+
+
 @contextmanager
 def contextlib_closing(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
@@ -234,8 +241,27 @@ def test_blob_thread_ids_and_channels_keep_their_counts(copy_of: Callable[[str],
         # The text thread with the same letters is another thread.
         assert DONOR in {t.thread_id for t in facts.heaviest}
         assert facts.app is not None and "x'626c6f622d31'" in {o.thread_id for o in facts.app.orphans}
-        timed = facts.heaviest_growth["x'626c6f622d31'"]
+        timed = _times(facts, "x'626c6f622d31'")
         assert sum(b.checkpoints for b in timed.hours) == expected[0]
+
+
+def test_a_text_thread_shown_like_a_blob_one_keeps_its_own_growth(copy_of: Callable[[str], Copy]) -> None:
+    """A thread whose text id spells a BLOB key's shown form is another thread, with its own growth row."""
+    copy = copy_of("sqlite")
+    shown = "x'626c6f622d31'"
+    for key in (b"blob-1", shown):
+        copy.execute(
+            "INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
+            " checkpoint, metadata FROM checkpoints WHERE thread_id = ?",
+            (key, DONOR),
+        )
+    facts = copy.read()
+    places = [i for i, t in enumerate(facts.heaviest) if t.thread_id == shown]
+    assert len(places) == 2
+    first, second = (facts.heaviest_growth[i] for i in places)
+    assert first is not second
+    for place, times in zip(places, (first, second), strict=True):
+        assert sum(b.checkpoints for b in times.hours) == facts.heaviest[place].checkpoints
 
 
 EVIL = b"\x1b[31mevil\xff\x07"
@@ -264,7 +290,7 @@ def test_a_thread_id_that_is_not_utf8_is_read_and_shown_escaped(copy_of: Callabl
         facts = copy.read(jobs=jobs)
         thread = next(t for t in facts.heaviest if t.thread_id == key)
         assert (thread.checkpoints, thread.bytes) == (expected[0], expected[1] + (written or 0))
-        assert sum(b.checkpoints for b in facts.heaviest_growth[key].hours) == expected[0]
+        assert sum(b.checkpoints for b in _times(facts, key).hours) == expected[0]
         assert any("not UTF-8" in note for note in facts.notes)
     text = run_ckpt("inspect", "storage", "--db", copy.db, "--top", "100", env={"COLUMNS": "200"})
     assert text.exit_code == 0, text.output
@@ -294,6 +320,22 @@ def test_threads_with_only_writes_are_orphans_on_both_backends(copy_of: Callable
     assert (orphan.checkpoints, orphan.bytes) == (0, written)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_thread_of_empty_writes_is_an_orphan_on_both_backends(copy_of: Callable[[str], Copy], backend: str) -> None:
+    copy = copy_of(backend)
+    value = "value" if backend == "sqlite" else "blob"
+    columns = f"thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, {value}"
+    empty = "X''" if backend == "sqlite" else "''::bytea"
+    copy.execute(
+        f"INSERT INTO {copy.writes} ({columns}) SELECT 'empty-writes-1', checkpoint_ns, checkpoint_id, task_id, idx,"
+        f" channel, type, {empty} FROM {copy.writes} WHERE thread_id = ?",
+        (DONOR,),
+    )
+    facts = copy.read()
+    assert facts.app is not None
+    assert "empty-writes-1" in {o.thread_id for o in facts.app.orphans}
+
+
 # -- Postgres: blobs no checkpoint names, the app table elsewhere, privileges, tool outputs ---------------
 
 
@@ -313,7 +355,7 @@ def test_blobs_no_checkpoint_names_are_counted_not_in_growth(copy_of: Callable[[
     facts = copy.read()
     assert (facts.growth.unnamed_blob_rows, facts.growth.unnamed_blob_bytes) == (rows, size)
     assert _hours(facts) == _hours(before)
-    thread = facts.heaviest_growth["storage-uri-1"]
+    thread = _times(facts, "storage-uri-1")
     assert (thread.unnamed_blob_rows, thread.unnamed_blob_bytes) == (rows, size)
     document = copy.json()
     assert document["growth"]["unnamed_blobs"] == {"rows": rows, "bytes": size}

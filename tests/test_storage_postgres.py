@@ -455,7 +455,8 @@ def test_heaviest_threads_and_their_growth(image_store: ImageStore, facts: Stora
     assert [(t.thread_id, t.bytes) for t in facts.heaviest] == ranked
     assert facts.heaviest[0].thread_id in ("img-1", "uri-1")
     for thread in facts.heaviest:
-        times = facts.heaviest_growth[thread.thread_id]
+        times = facts.growth_of(thread.thread_id)
+        assert times is not None
         assert {b.start_ns: (b.checkpoints, b.bytes) for b in times.hours} == hours_by_query(
             image_store, thread.thread_id
         )

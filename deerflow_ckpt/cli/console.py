@@ -57,8 +57,11 @@ def counting_checkpoints(
 
 
 def message(line: str) -> None:
-    """One plain line on stderr."""
-    sys.stderr.write(line + "\n")
+    """One plain line on stderr, with anything a database or a path brought in that could drive a terminal
+    escaped (report/printable.py)."""
+    from deerflow_ckpt.report.printable import printable
+
+    sys.stderr.write(printable(line, keep_lines=True) + "\n")
 
 
 # -q/--quiet, set by the option's callback when a command parses its arguments (and reset by the app

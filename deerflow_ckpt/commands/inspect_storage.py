@@ -29,7 +29,7 @@ class StorageInspection:
     growth: Growth
     rate: Rate | None
     # Each heaviest thread's growth, in the store's unit.
-    heaviest_growth: dict[str, Growth]
+    heaviest_growth: dict[int, Growth]
     advice: list[Advice]
     # The clock the growth's plausible range and the rate's window end at (ns since the epoch).
     now_ns: int
@@ -83,6 +83,6 @@ def inspect_storage(
         advice = sqlite_advice(facts.sqlite)
     elif facts.postgres is not None:
         advice = postgres_advice(facts.postgres, facts.relations)
-    heaviest = {thread: fold(times, now_ns, growth.unit) for thread, times in facts.heaviest_growth.items()}
+    heaviest = {place: fold(times, now_ns, growth.unit) for place, times in facts.heaviest_growth.items()}
     rate = recent_rate(facts.growth, now_ns)
     return StorageInspection(target.describe(), choice.found_via, facts, growth, rate, heaviest, advice, now_ns)

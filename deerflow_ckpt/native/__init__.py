@@ -61,7 +61,7 @@ def _holds(data: Any, needle: bytes) -> bool:
     return needle in (data if type(data) is bytes else bytes(data))
 
 
-# Whether a needle occurs in a bytes-like value (msgspec.Raw included): memmem where compiled.
+# Whether a needle occurs in a contiguous bytes-like value (msgspec.Raw included): memmem where compiled.
 holds: Callable[[Any, bytes], bool] = _compiled.holds if _compiled else _holds
 AVAILABLE = _compiled is not None
 # The compiled SQLite reader (_inert_sqlite.c), built only where libsqlite3's header was found. Its

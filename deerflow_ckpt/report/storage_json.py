@@ -97,11 +97,9 @@ def storage_to_json(inspection: StorageInspection) -> str:
                 **dataclasses.asdict(thread),
                 "first": format_time(thread.first_ns),
                 "last": format_time(thread.last_ns),
-                "growth": _growth(inspection.heaviest_growth[thread.thread_id])
-                if thread.thread_id in inspection.heaviest_growth
-                else None,
+                "growth": _growth(inspection.heaviest_growth[place]) if place in inspection.heaviest_growth else None,
             }
-            for thread in facts.heaviest
+            for place, thread in enumerate(facts.heaviest)
         ],
         "app": dataclasses.asdict(facts.app) if facts.app is not None else None,
         "legacy_files": [
@@ -141,8 +139,8 @@ def storage_to_csv(inspection: StorageInspection) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     writer.writerows(_rows("store", "", inspection.growth))
-    for thread in inspection.facts.heaviest:
-        growth = inspection.heaviest_growth.get(thread.thread_id)
+    for place, thread in enumerate(inspection.facts.heaviest):
+        growth = inspection.heaviest_growth.get(place)
         if growth is not None:
             writer.writerows(_rows("thread", printable(thread.thread_id), growth))
     return buffer.getvalue()

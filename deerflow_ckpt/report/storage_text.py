@@ -262,8 +262,8 @@ def _heaviest(inspection: StorageInspection, console: Console) -> None:
         "not in growth",
     )
     blocks = can_draw_blocks(console)
-    for thread in heaviest:
-        series = inspection.heaviest_growth.get(thread.thread_id)
+    for place, thread in enumerate(heaviest):
+        series = inspection.heaviest_growth.get(place)
         if series is None:
             continue
         by_start = {bucket.start_ns: bucket.bytes for bucket in series.buckets}

@@ -211,7 +211,9 @@ class StorageFacts:
     # What was written by the hour, for the store and each of the heaviest threads.
     growth: WriteTimes = field(default_factory=WriteTimes)
     heaviest: list[ThreadBytes] = field(default_factory=list)
-    heaviest_growth: dict[str, WriteTimes] = field(default_factory=dict)
+    # Each heaviest thread's write times, by its place in `heaviest` (shown ids of keys that are not text can
+    # coincide with a text id).
+    heaviest_growth: dict[int, WriteTimes] = field(default_factory=dict)
     app: AppThreads | None = None
     # A legacy checkpointer file beside the app's database, when there is one.
     legacy_files: list[LegacyFile] = field(default_factory=list)
@@ -219,3 +221,8 @@ class StorageFacts:
     rows_unread: str | None = None
     # Why a part could not be read (a missing privilege, dbstat not compiled in), for the report to say.
     notes: list[str] = field(default_factory=list)
+
+    def growth_of(self, thread_id: str) -> WriteTimes | None:
+        """The write times of the first heaviest thread shown as `thread_id` (for tests and tools)."""
+        place = next((i for i, thread in enumerate(self.heaviest) if thread.thread_id == thread_id), None)
+        return None if place is None else self.heaviest_growth.get(place)

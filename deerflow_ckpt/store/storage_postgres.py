@@ -387,7 +387,9 @@ class _Reader:
         self.facts.growth.hours = _buckets(store)
         for thread_id, thread_times in times.items():
             thread_times.hours = _buckets(slots[thread_id])
-        self.facts.heaviest_growth = times
+        # Postgres keys are text: a heaviest thread's shown id is its key.
+        ranked = self.facts.heaviest
+        self.facts.heaviest_growth = {i: times[t.thread_id] for i, t in enumerate(ranked) if t.thread_id in times}
 
     # -- bytes by channel ----------------------------------------------------------------------------
 

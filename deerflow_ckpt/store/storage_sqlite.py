@@ -291,12 +291,13 @@ def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally,
         if entry is None:
             entry = channels[channel] = [0, 0]
         entry[0] += 1
-        if not size:
-            continue
-        entry[1] += size
+        # The thread is known by its rows, empty ones included (an orphan on both backends alike).
         thread = threads.get(thread_id)
         if thread is None:
             thread = threads[thread_id] = [0, 0]
+        if not size:
+            continue
+        entry[1] += size
         thread[1] += size
         if checkpoint_id != last_id:
             last_id, last_hour = checkpoint_id, None
@@ -798,7 +799,7 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
             times, first, last = _thread_rows(connection, key)
             spans[key] = thread = ThreadBytes(key_text(key), checkpoints, size, first, last)
             facts.heaviest.append(thread)
-            facts.heaviest_growth[thread.thread_id] = times
+            facts.heaviest_growth[len(facts.heaviest) - 1] = times
         facts.app = _app_threads(connection, tally.threads, spans)
         connection.execute("COMMIT")
     except sqlite3.Error as exc:
