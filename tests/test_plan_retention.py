@@ -727,3 +727,29 @@ def test_the_script_names_its_own_file(retention_sqlite: BuiltDatabase, tmp_path
     assert code == 0, err
     header = [line for line in output.read_text().splitlines() if line.startswith("-- Review")]
     assert header == [f"-- Review it, then run it with the database's shell: sqlite3 '{db}' < {output}"]
+
+
+def test_the_text_escapes_what_the_database_names(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """Thread and checkpoint ids, and the database's path, cannot drive a terminal through the text report."""
+    db = tmp_path / "red\x1b[31m.db"
+    shutil.copyfile(retention_sqlite.path, db)
+    with sqlite3.connect(db) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(
+                f"UPDATE {table} SET thread_id = 'k3\x1b[2J', checkpoint_id = checkpoint_id || char(7) "
+                "WHERE thread_id = 'clean-delta-k10'"
+            )
+            connection.execute(
+                f"UPDATE {table} SET parent_checkpoint_id = parent_checkpoint_id || char(7) "
+                "WHERE thread_id = 'k3\x1b[2J'"
+            ) if table == "checkpoints" else None
+    code, out, err = run_ckpt("plan", "retention", "--db", str(db), "--keep-newest", "3", "--color", "never")
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "red\\x1b[31m.db" in out
+    code, out, err = run_ckpt(
+        "plan", "retention", "--db", str(db), "--keep-newest", "3", "--thread", "k3\x1b[2J", "--color", "never"
+    )
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "k3\\x1b[2J" in out and "\\x07" in out

@@ -35,6 +35,18 @@ def stdout_console(color: bool | None = None) -> Console:
     return _console(sys.stdout, color)
 
 
+# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
+PIPED_WIDTH = 160
+
+
+def text_console(color: bool | None) -> Console:
+    """stdout's console for a text report; piped or redirected, wide enough that table rows stay whole lines."""
+    console = stdout_console(color)
+    if not console.is_terminal:
+        console.width = max(console.width, PIPED_WIDTH)
+    return console
+
+
 def stderr_console(color: bool | None = None) -> Console:
     return _console(sys.stderr, color)
 

@@ -13,12 +13,10 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import info, is_quiet, stderr_console, stdout_console
+from deerflow_ckpt.cli.console import info, is_quiet, stderr_console, text_console
 from deerflow_ckpt.errors import StoreError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from deerflow_ckpt.analysis.inspection import InspectionScope, InspectSettings, ThreadInspection
     from deerflow_ckpt.commands.inspect import Inspection
 
@@ -29,8 +27,6 @@ class InspectFormat(StrEnum):
     csv = "csv"
 
 
-# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
-PIPED_WIDTH = 160
 # store_summary.RankBy's values; spelled out here so `ckpt --help` does not import the analysis stack.
 RankChoice = Literal["size", "checkpoints", "replay-depth"]
 
@@ -116,14 +112,6 @@ class _ThreadCounter:
             self._progress.stop()
 
 
-def _text_console(color: ColorChoice) -> Console:
-    """stdout's console; piped or redirected, wide enough that table rows stay whole lines."""
-    console = stdout_console(color.flag())
-    if not console.is_terminal:
-        console.width = max(console.width, PIPED_WIDTH)
-    return console
-
-
 def _emit(
     threads: Iterator[ThreadInspection], scope: InspectionScope, output_format: InspectFormat, color: ColorChoice
 ) -> int:
@@ -149,7 +137,7 @@ def _emit(
     else:
         from deerflow_ckpt.report.inspect_text import render_threads
 
-        render_threads(counted(), scope, _text_console(color))
+        render_threads(counted(), scope, text_console(color.flag()))
     return count
 
 
@@ -295,7 +283,7 @@ def summary(
     else:
         from deerflow_ckpt.report.inspect_text import render_summary
 
-        render_summary(result, scope, _text_console(color), timeline)
+        render_summary(result, scope, text_console(color.flag()), timeline)
 
 
 @inspect_app.command("storage")
@@ -352,7 +340,7 @@ def storage(
     else:
         from deerflow_ckpt.report.storage_text import render_storage
 
-        render_storage(result, _text_console(color))
+        render_storage(result, text_console(color.flag()))
 
 
 def register(app: typer.Typer) -> None:

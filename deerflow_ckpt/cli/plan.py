@@ -12,14 +12,11 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet, stdout_console
+from deerflow_ckpt.cli.console import PIPED_WIDTH, counting_checkpoints, info, is_quiet, stdout_console, text_console
 from deerflow_ckpt.fileio import terminable
 
 if TYPE_CHECKING:
     from deerflow_ckpt.commands.plan_retention import RetentionPlan
-
-# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
-PIPED_WIDTH = 160
 
 
 class PlanFormat(StrEnum):
@@ -147,10 +144,7 @@ def _deliver(
         from deerflow_ckpt.report.retention_text import render_plan
 
         if output is None:
-            console = stdout_console(color.flag())
-            if not console.is_terminal:
-                console.width = max(console.width, PIPED_WIDTH)
-            render_plan(plan, console, top)
+            render_plan(plan, text_console(color.flag()), top)
         else:
             console = stdout_console(color=False)
             console.width = max(console.width, PIPED_WIDTH)

@@ -20,7 +20,6 @@ from typing import BinaryIO
 from deerflow_ckpt.analysis.retention import BrokenRead, FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
 from deerflow_ckpt.commands.shares import run_shares, share_selections
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.records import Backend, Lineage, LineageRows
 from deerflow_ckpt.store.row_keys import lineage_rows, postgres_tables
@@ -152,9 +151,6 @@ class RetentionPlan(PlanTally):
         for plan in self.planned_lineages():
             if plan.skipped is None and plan.deletion is not None and (plan.deleted or plan.reparented):
                 yield plan
-
-    def naive_rule_count(self, rule: RuleCode) -> int:
-        return self.naive_breaks.get(str(rule), 0)
 
 
 def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], LineageRows | None]:

@@ -380,7 +380,7 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
 
 def render_threads(threads: Iterable[ThreadInspection], scope: InspectionScope, console: Console) -> None:
     """The database inspected, then each thread as it comes."""
-    console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
+    console.print(Text(printable(f"Inspected {scope.database} (chosen via {scope.found_via})")))
     for thread in threads:
         console.print()
         render_thread(thread, scope, console)
@@ -446,7 +446,7 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
 
 def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console, timeline: Timeline) -> None:
     kinds = summary.kinds
-    console.print(Text(f"Inspected {scope.database} (chosen via {scope.found_via})"))
+    console.print(Text(printable(f"Inspected {scope.database} (chosen via {scope.found_via})")))
     console.print(
         f"  {_n(summary.threads)} threads ({_n(kinds[ThreadKind.DELTA])} delta, {_n(kinds[ThreadKind.FULL])} full, "
         f"{_n(kinds[ThreadKind.MIGRATED])} migrated), {_n(summary.lineages)} lineages, "

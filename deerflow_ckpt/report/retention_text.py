@@ -39,7 +39,7 @@ def widening(plan: LineagePlan, policy: RetentionPolicy) -> str:
 
 
 def render_plan(plan: RetentionPlan, console: Console, top: int) -> None:
-    console.print(Text(f"Retention plan for {plan.database} (chosen via {plan.found_via})"))
+    console.print(Text(printable(f"Retention plan for {plan.database} (chosen via {plan.found_via})")))
     console.print(Text(f"  policy: {plan.policy.describe()}"))
     if plan.backend is Backend.POSTGRES:
         mode = (
@@ -120,8 +120,9 @@ def _naive(plan: RetentionPlan, console: Console) -> None:
     console.print(f"  it would delete {plan.naive_deleted:,} more checkpoint(s) and break {total:,} read(s): {counts}")
     for lineage, broken in plan.examples:
         rule = str(broken.rule) if broken.rule is not None else f"{broken.kind}: no rule reported here"
-        where = f"thread {printable(lineage.thread_id)} checkpoint {broken.checkpoint_id}"
-        console.print(Text(f"  e.g. {where} ({rule}): {broken.detail}"))
+        # Checkpoint ids come from the database, in the detail too: the whole line is escaped.
+        line = f"  e.g. thread {lineage.thread_id} checkpoint {broken.checkpoint_id} ({rule}): {broken.detail}"
+        console.print(Text(printable(line)))
 
 
 # What breaks where verify-shape reports no rule.
@@ -147,7 +148,7 @@ def _next_steps(plan: RetentionPlan, console: Console) -> None:
         Text(
             f"Next: ckpt plan retention {plan.policy.describe()} (and the same database options) --format sql -o "
             "plan.sql; review it; run "
-            f"{printable(shell_command(plan))}; then ckpt verify-shape (the plan introduces no finding) and a "
+            f"{printable(shell_command(plan))}; then ckpt verify-shape (nothing the plan introduced) and a "
             "VACUUM to give the disk back."
         )
     )

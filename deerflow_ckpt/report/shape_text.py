@@ -68,7 +68,7 @@ def _proof_lines(report: ScanReport) -> list[str]:
 
 
 def render_text(report: ScanReport, console: Console) -> None:
-    console.print(Text(f"Scanned {report.database}", style="bold"))
+    console.print(Text(printable(f"Scanned {report.database}"), style="bold"))
     console.print(f"  found via {report.found_via}")
     if report.saver_setup is not None:
         console.print(f"  tables: {report.saver_setup}")
