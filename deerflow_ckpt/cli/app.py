@@ -13,11 +13,11 @@ import typer.main
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from deerflow_ckpt import __version__
+from deerflow_ckpt.cli.console import message as console_message
 from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.report.printable import printable
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -170,10 +170,12 @@ class _CkptGroup(_Group):
                 message += " (run with --debug for the traceback)"
         finally:
             set_quiet(False)
-        # Messages quote what a database or a config holds: escaped, so no error writes a control character.
+        # Messages quote what a database or a config holds: escaped, so no error writes a control character,
+        # and a traceback's lines stay lines while a newline inside a quoted path cannot start one.
         if trace:
-            sys.stderr.write(printable(redact(trace), keep_lines=True))
-        sys.stderr.write(printable(redact(one_line(message)), keep_lines=True) + "\n")
+            for line in redact(trace).rstrip("\n").split("\n"):
+                console_message(line)
+        console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
 
 

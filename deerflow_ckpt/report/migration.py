@@ -10,6 +10,7 @@ from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import Severity
 
 JSON_SCHEMA_VERSION = 1
@@ -61,7 +62,8 @@ def diff_of(outcome: FileMigration) -> str:
     result = outcome.result
     if not result.changed:
         return ""
-    return unified_diff(_decode(result.original), _decode(result.migrated), outcome.name)
+    # The name in the headers is escaped: a newline in it would start a line of the patch's own choosing.
+    return unified_diff(_decode(result.original), _decode(result.migrated), printable(outcome.name))
 
 
 def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[dict[str, Any]]:
