@@ -1,10 +1,12 @@
-"""Atomic file replacement: readers see the old bytes or the new ones, never a partial file."""
+"""Where ckpt writes files: a regular file is replaced atomically (readers see the old bytes or the new ones,
+never a partial file); a pipe, a device or a socket named as output is written to as a stream."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import socket
 import stat
 import tempfile
 import threading
@@ -208,3 +210,95 @@ def _sync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+# Directories whose entries name this process's open descriptors (/dev/stdout links into them).
+_DESCRIPTOR_DIRECTORIES = ("/proc/self/fd", "/dev/fd")
+
+
+def _named_descriptor(path: Path) -> int | None:
+    """The open descriptor `path` names (/dev/stdout, /dev/fd/N from `>(cmd)`, /proc/self/fd/N, or a link to
+    one), or None: such a name is the descriptor itself, whatever it is open on."""
+    directories = {os.path.realpath(directory) for directory in _DESCRIPTOR_DIRECTORIES if os.path.isdir(directory)}
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        parent, name = os.path.split(current)
+        if name.isdigit() and os.path.realpath(parent) in directories:
+            return int(name)
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(parent, os.readlink(current)))
+    return None
+
+
+def write_output(path: Path, chunks: Iterable[bytes]) -> None:
+    """A report to `path`: into the descriptor it names, or the FIFO, character device or socket it is (written
+    as a stream, the node left in place), or else to a regular file replaced atomically. A block device or a
+    directory is refused: a report is never a disk's or a directory's new content."""
+    descriptor = _named_descriptor(path)
+    if descriptor is not None:
+        try:
+            duplicate = os.dup(descriptor)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: descriptor {descriptor} is not open") from exc
+        _stream(path, duplicate, chunks)
+        return
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if mode is None or stat.S_ISREG(mode):
+        write_atomically(path, chunks)
+    elif stat.S_ISDIR(mode):
+        raise OutputError(f"cannot write {path}: it is a directory")
+    elif stat.S_ISBLK(mode):
+        raise OutputError(f"cannot write {path}: it is a block device; write the report to a file")
+    elif stat.S_ISSOCK(mode):
+        _stream(path, _connected_socket(path), chunks)
+    else:
+        # A FIFO or a character device: opened as `>` opens it (a FIFO waits for its reader), never created.
+        try:
+            opened = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        if stat.S_ISREG(os.fstat(opened).st_mode):
+            # Replaced by a regular file since the stat: that one is rewritten whole, as any regular file.
+            os.close(opened)
+            write_atomically(path, chunks)
+            return
+        _stream(path, opened, chunks)
+
+
+def _connected_socket(path: Path) -> int:
+    """A descriptor of a stream connection to the Unix socket at `path` (what `socat - UNIX:path` writes to)."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+    except OSError as exc:
+        connection.close()
+        raise OutputError(f"cannot write {path}: a socket that takes no stream connection ({exc.strerror})") from exc
+    return connection.detach()
+
+
+def _stream(path: Path, descriptor: int, chunks: Iterable[bytes]) -> None:
+    """`chunks` written to `descriptor` as they come, then the descriptor closed. A reader that left raises
+    BrokenPipeError, which ends the run as `| head` does."""
+    with os.fdopen(descriptor, "wb") as stream:
+        for chunk in chunks:
+            with _writing(path):
+                stream.write(chunk)
+        with _writing(path):
+            stream.flush()
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A failed write as the one-line OutputError; only a closed pipe stays what it is."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc

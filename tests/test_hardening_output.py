@@ -5,11 +5,19 @@ paths, real FIFOs, devices, sockets and pipes."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import io
+import os
 import re
 import shutil
+import socket
 import sqlite3
+import stat
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -231,3 +239,187 @@ def test_inspect_and_plan_in_a_hostile_directory_inject_no_workflow_command(host
         assert result.exit_code == 0, result.stderr
         _no_injected_line(result.stdout + result.stderr)
         assert SHOWN_NAME in result.output
+
+
+# -- -o onto a FIFO, a device, a socket or a pipe writes into it, never replaces it ----------------------
+
+
+def _commands_with_output() -> set[str]:
+    from deerflow_ckpt.cli.app import COMMANDS, load_command
+
+    found = set()
+    for name in COMMANDS:
+        command = load_command(name)
+        assert command is not None
+        subcommands = getattr(command, "commands", {"": command})
+        for sub_name, sub in subcommands.items():
+            if any("--output" in getattr(param, "opts", ()) for param in sub.params):
+                found.add(f"{name} {sub_name}".strip())
+    return found
+
+
+@pytest.fixture
+def output_runs(built_sqlite: BuiltDatabase, tmp_path: Path) -> dict[str, list[str]]:
+    """Every command that takes -o, with arguments that make it report (and the format it writes)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(LEGACY_CONFIG)
+    runs = {
+        "verify-shape": ["verify-shape", "--db", built_sqlite.db, "--format", "json"],
+        "lint-config": ["lint-config", str(config)],
+        "plan retention": ["plan", "retention", "--keep-newest", "3", "--db", built_sqlite.db, "--format", "sql"],
+    }
+    assert set(runs) == _commands_with_output()
+    return runs
+
+
+@functools.cache
+def _stdout_of(args: tuple[str, ...]) -> str:
+    result = run_ckpt(*args)
+    assert result.exit_code in (0, 1), result.stderr
+    return result.stdout
+
+
+def _expected(args: list[str]) -> str:
+    """What the command writes to stdout, the payload -o must carry."""
+    return _stdout_of(tuple(args))
+
+
+def _comparable(args: list[str], text: str) -> str:
+    # The SQL script's header names where it was written; everything else is the same bytes.
+    if args[0] == "plan":
+        return "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+    return text
+
+
+def test_output_to_a_fifo_feeds_its_reader(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
+    for args in output_runs.values():
+        fifo, copy = tmp_path / "report.fifo", tmp_path / "read.out"
+        os.mkfifo(fifo)
+        with copy.open("wb") as into:
+            reader = subprocess.Popen(["cat", str(fifo)], stdout=into)
+            try:
+                result = run_ckpt(*args, "-o", str(fifo))
+                reader.wait(timeout=30)
+            finally:
+                reader.kill()
+                reader.wait()
+        assert result.exit_code in (0, 1), result.stderr
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
+        assert _comparable(args, copy.read_text()) == _comparable(args, _expected(args))
+        fifo.unlink()
+
+
+def _device(path: Path, kind: int) -> Path:
+    """A real device node at `path`: made with mknod as root (the null device, or a block device); otherwise
+    a link to the system's own, which only root could replace."""
+    if os.geteuid() == 0:
+        number = os.makedev(1, 3) if kind == stat.S_IFCHR else os.makedev(7, 250)
+        os.mknod(path, kind | 0o666, number)
+        return path
+    system = (
+        "/dev/null"
+        if kind == stat.S_IFCHR
+        else next(entry.path for entry in os.scandir("/dev") if stat.S_ISBLK(os.stat(entry.path).st_mode))
+    )
+    path.symlink_to(system)
+    return path
+
+
+def test_output_to_a_character_device_keeps_the_device(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
+    null = _device(tmp_path / "null", stat.S_IFCHR)
+    before = os.stat(null)
+    for args in output_runs.values():
+        result = run_ckpt(*args, "-o", str(null))
+        assert result.exit_code in (0, 1), result.stderr
+        after = os.stat(null)
+        assert stat.S_ISCHR(after.st_mode) and (after.st_rdev, after.st_ino) == (before.st_rdev, before.st_ino)
+    assert sorted(os.listdir(tmp_path)) == ["config.yaml", "null"]  # no temporary left beside it
+
+
+def test_output_to_a_block_device_is_refused(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
+    disk = _device(tmp_path / "disk", stat.S_IFBLK)
+    before = os.stat(disk)
+    for args in output_runs.values():
+        result = run_ckpt(*args, "-o", str(disk))
+        assert result.exit_code == 2 and "is a block device" in result.stderr, result.output
+        assert os.stat(disk) == before
+
+
+def test_output_to_dev_stdout_writes_into_the_pipe(output_runs: dict[str, list[str]]) -> None:
+    for args in output_runs.values():
+        result = run_ckpt(*args, "-o", "/dev/stdout", process=True)  # stdout is the pipe subprocess reads
+        assert result.exit_code in (0, 1), result.stderr
+        assert _comparable(args, result.stdout) == _comparable(args, _expected(args))
+
+
+@contextlib.contextmanager
+def _draining(descriptor: int) -> Iterator[Callable[[], bytes]]:
+    """Everything read from `descriptor` until EOF, by a thread (a pipe holds only 64 KB)."""
+    received: list[bytes] = []
+
+    def drain() -> None:
+        while chunk := os.read(descriptor, 65536):
+            received.append(chunk)
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+
+    def result() -> bytes:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        return b"".join(received)
+
+    yield result
+
+
+def test_output_to_a_process_substitution_pipe(output_runs: dict[str, list[str]]) -> None:
+    """`-o >(cmd)` hands ckpt /dev/fd/N, the write end of a pipe: the report goes into the pipe."""
+    for args in output_runs.values():
+        read_end, write_end = os.pipe()
+        try:
+            with _draining(read_end) as received:
+                result = run_ckpt(*args, "-o", f"/dev/fd/{write_end}")
+                os.close(write_end)
+                write_end = -1
+                data = received()
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        assert result.exit_code in (0, 1), result.stderr
+        assert _comparable(args, data.decode()) == _comparable(args, _expected(args))
+
+
+def _accept_one(server: socket.socket, received: list[bytes]) -> None:
+    connection, _ = server.accept()
+    with connection:
+        while chunk := connection.recv(65536):
+            received.append(chunk)
+
+
+def test_output_to_a_unix_socket_is_a_stream_connection(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
+    path = tmp_path / "report.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(1)
+        server.settimeout(60)
+        for args in output_runs.values():
+            received: list[bytes] = []
+            listener = threading.Thread(target=_accept_one, args=(server, received), daemon=True)
+            listener.start()
+            result = run_ckpt(*args, "-o", str(path))
+            listener.join(timeout=30)
+            assert result.exit_code in (0, 1), result.stderr
+            assert stat.S_ISSOCK(os.lstat(path).st_mode)
+            assert _comparable(args, b"".join(received).decode()) == _comparable(args, _expected(args))
+
+
+def test_a_regular_file_is_still_replaced_whole(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
+    report = tmp_path / "report.out"
+    for args in output_runs.values():
+        report.write_text("old report, longer than nothing\n" * 10_000)
+        inode = os.stat(report).st_ino
+        result = run_ckpt(*args, "-o", str(report))
+        assert result.exit_code in (0, 1), result.stderr
+        assert _comparable(args, report.read_text()) == _comparable(args, _expected(args))
+        assert os.stat(report).st_ino != inode  # renamed into place, not written over
