@@ -39,6 +39,7 @@ UNJUDGEABLE = "cannot be judged: treat as untrusted"
 PROMPT_THREAD = "clean-delta-k3"
 BENIGN_THREAD = "clean-delta-k2"
 CHAIN_THREAD = "clean-delta-k10"
+DEEP_JSON_THREAD = "clean-delta-k1"
 
 # langchain_core's PromptTemplate as its to_json() writes it: LangGraph's json loader revives it, strict or not.
 PROMPT = {
@@ -142,6 +143,7 @@ class Planted:
     prompt_write: tuple[str, str, int]
     benign_write: tuple[str, str, int]
     chain_write: tuple[str, str, int]
+    deep_json_write: tuple[str, str, int]
     # Where the PromptTemplate is stored as a whole value: the SQLite checkpoint row, the Postgres blob row.
     prompt_checkpoint: str
     marker: Path
@@ -154,6 +156,11 @@ def _plant(copy: Copy, marker: Path) -> Planted:
     copy.set_write(BENIGN_THREAD, benign_write, "json", json.dumps(BENIGN).encode())
     chain_write = copy.first_messages_write(CHAIN_THREAD)
     copy.set_write(CHAIN_THREAD, chain_write, "msgpack", os_system_chain(f"touch {marker}", 40))
+    # Deeper than any Python process follows with its default recursion limit; one with a higher limit may.
+    deep_json_write = copy.first_messages_write(DEEP_JSON_THREAD)
+    copy.set_write(
+        DEEP_JSON_THREAD, deep_json_write, "json", b"[" * 100_000 + json.dumps(PROMPT).encode() + b"]" * 100_000
+    )
     if copy.backend == "sqlite":
         (checkpoint_id,) = copy.execute(
             "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ?", (PROMPT_THREAD,)
@@ -179,7 +186,7 @@ def _plant(copy: Copy, marker: Path) -> Planted:
             "AND version = (SELECT min(version) FROM checkpoint_blobs WHERE thread_id = ? AND channel = '__start__')",
             (json.dumps(PROMPT).encode(), PROMPT_THREAD, PROMPT_THREAD),
         )
-    return Planted(copy, prompt_write, benign_write, chain_write, checkpoint_id, marker)
+    return Planted(copy, prompt_write, benign_write, chain_write, deep_json_write, checkpoint_id, marker)
 
 
 @pytest.fixture(scope="module")
@@ -284,6 +291,17 @@ def test_a_command_nested_past_the_depth_limit_cannot_be_judged(
     message = found[0]["message"]
     assert f"nested deeper than {peek.MAX_EXT_DEPTH} levels: {UNJUDGEABLE}" in message
     assert "reads of this checkpoint fail" not in message and not plant.marker.exists()
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_json_nested_past_the_decoder_cannot_be_judged(
+    backend: str, native: str, planted: Callable[[str], Planted], scanned: Callable[[str, str], list[dict[str, Any]]]
+) -> None:
+    """A payload, unlike metadata, can build objects: past the depth ckpt's decoder follows it is untrusted."""
+    found = _of(scanned(backend, native), DEEP_JSON_THREAD)
+    assert [(f["rule"], f["checkpoint_id"]) for f in found] == [("CK105", planted(backend).deep_json_write[0])]
+    assert f"is JSON nested deeper than ckpt's decoder follows: {UNJUDGEABLE}" in found[0]["message"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
