@@ -146,7 +146,9 @@ def load_database_settings(path: Path, environ: Mapping[str, str]) -> DatabaseSe
     try:
         data = load_values(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}{where}") from exc
     except ExpansionError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return read_database_settings(data, environ)

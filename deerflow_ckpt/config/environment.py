@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.redact import remember_secret, url_password
 
 # python-dotenv's switch: load_dotenv() does nothing when it is set to one of these.
@@ -79,7 +80,7 @@ def find_install(explicit: Path | None, cwd: Path, config: Path | None = None) -
         return install
     places = [(cwd.resolve(), "the working directory")]
     if config is not None:
-        places.append((config.resolve().parent, "the config"))
+        places.append((resolved(config).parent, "the config"))
     for start, what in places:
         for directory in (start, *start.parents):
             if (directory / SOURCE_PACKAGE).is_dir():

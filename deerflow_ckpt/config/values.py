@@ -10,6 +10,7 @@ import copy
 import functools
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -79,6 +80,30 @@ class SafeLoader(yaml.SafeLoader):
                 return
             if not self.flow_level:
                 self.allow_simple_key = True
+
+
+class OversizedInteger(yaml.constructor.ConstructorError):
+    """A decimal integer of more digits than Python converts (sys.get_int_max_str_digits()): DeerFlow's
+    yaml.safe_load fails on it with a ValueError; this says so once, with the line."""
+
+    def __init__(self, digits: int, limit: int, mark: yaml.Mark | None) -> None:
+        problem = f"an integer of {digits} digits, more than the {limit} Python reads"
+        super().__init__(None, None, problem, mark)
+
+
+def _construct_int(loader: SafeLoader, node: yaml.ScalarNode) -> int:
+    try:
+        value: int = yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        longest = max((len(run) for run in re.findall(r"[0-9]+", str(node.value).replace("_", ""))), default=0)
+        if limit and longest > limit:
+            raise OversizedInteger(longest, limit, node.start_mark) from None
+        raise
+    return value
+
+
+SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 # Values a config may hold once its aliases are expanded: DeerFlow's example has about 2,000. A few

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.native import (
     MESSAGES_LIST,
     MESSAGES_OTHER,
@@ -103,7 +104,7 @@ def _check_openable(path: Path, immutable: bool) -> None:
 
 def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
     """The resolved path and its `mode=ro` URI (or the explicit immutable opt-in), checked openable."""
-    path = target.path.expanduser().resolve()
+    path = resolved(target.path.expanduser(), StoreError)
     _check_openable(path, target.immutable)
     # as_uri() percent-encodes '?' and '#', which a hand-built "file:" string would misread.
     return path, path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
