@@ -18,7 +18,7 @@ from pathlib import Path
 
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import resolved
-from deerflow_ckpt.redact import remember_secret, url_password
+from deerflow_ckpt.redact import remember_dsn
 
 # python-dotenv's switch: load_dotenv() does nothing when it is set to one of these.
 DOTENV_DISABLED_ENV = "PYTHON_DOTENV_DISABLED"
@@ -150,7 +150,7 @@ def _remember_passwords(variables: Mapping[str, str]) -> None:
     # A resolved $VAR can reach any message (DeerFlow's carried-forward warning quotes it): mask DSN passwords.
     for value in variables.values():
         if "://" in value:
-            remember_secret(url_password(value))
+            remember_dsn(value)
 
 
 def process_environment(deerflow_root: Path | None = None, config: Path | None = None) -> DeerFlowEnvironment:

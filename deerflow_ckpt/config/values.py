@@ -21,6 +21,7 @@ import yaml
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.keys import CADENCE_KEY, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.redact import remember_config_credentials
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -162,11 +163,17 @@ def load_values(text: str) -> Any:
         if node is None:
             return None
         check_expansion(node)
-        return loader.construct_document(node)
+        return _remembered(loader.construct_document(node))
     except RecursionError:
         raise NestingError() from None
     finally:
         loader.dispose()
+
+
+def _remembered(data: Any) -> Any:
+    # Whatever ckpt prints after reading a config (a diff of its lines, a message) has its credentials masked.
+    remember_config_credentials(data)
+    return data
 
 
 # Keys PyYAML's constructor rewrites in the node tree as it builds values: `<<` merges, `=` values.
@@ -200,7 +207,7 @@ def construct_values(node: yaml.Node) -> Any:
     try:
         if _rewritten_by_construction(node):
             node = copy.deepcopy(node)
-        return loader.construct_document(node)
+        return _remembered(loader.construct_document(node))
     except RecursionError:
         raise NestingError() from None
     finally:
@@ -240,6 +247,14 @@ def yaml12_disagreement(written: str, deerflows: object) -> str:
         f"; YAML 1.2 tools (ruamel.yaml, yq, editors' schema checks) read {written} as {value!r}, so they show "
         "another value than DeerFlow uses"
     )
+
+
+def kind_of(value: object) -> str:
+    """What a config value is, for people: `a mapping`, `an integer`, `null`."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}")
 
 
 @dataclass(frozen=True)
