@@ -231,9 +231,25 @@ def test_inspect_reads_and_names_ids_that_are_not_utf8(not_utf8_db: Path) -> Non
         assert threads == {NOT_UTF8: 36, LONE_FF: 21, "fault-ck105-pickle": 21}
 
 
+# The other key columns a script names rows by, made invalid UTF-8 in three more threads.
+OTHER_KEYS = [
+    f"UPDATE {table} SET checkpoint_ns = CAST(x'6e73ff' AS TEXT) WHERE thread_id = 'clean-full'"
+    for table in ("checkpoints", "writes")
+] + [
+    "UPDATE writes SET task_id = task_id || CAST(x'fe' AS TEXT) WHERE thread_id = 'clean-delta-k10'",
+    "UPDATE writes SET checkpoint_id = checkpoint_id || CAST(x'fd' AS TEXT) WHERE thread_id = 'old-fork-k3'",
+    "UPDATE checkpoints SET checkpoint_id = checkpoint_id || CAST(x'fd' AS TEXT), "
+    "parent_checkpoint_id = parent_checkpoint_id || CAST(x'fd' AS TEXT) WHERE thread_id = 'old-fork-k3'",
+]
+
+
 def test_plan_retention_deletes_exactly_the_planned_rows_of_ids_that_are_not_utf8(
     not_utf8_db: Path, tmp_path: Path
 ) -> None:
+    with contextlib.closing(sqlite3.connect(not_utf8_db)) as connection:
+        for statement in OTHER_KEYS:
+            connection.execute(statement)
+        connection.commit()
     db = ("--db", str(not_utf8_db), "--keep-newest", "3")
     scripts = []
     for native in PATHS.values():
@@ -242,7 +258,9 @@ def test_plan_retention_deletes_exactly_the_planned_rows_of_ids_that_are_not_utf
         lineages = {
             (lineage["thread_id"], lineage["checkpoint_ns"]): lineage for lineage in json.loads(plan.stdout)["lineages"]
         }
-        assert lineages[(NOT_UTF8, "")]["deleted"] and lineages[(LONE_FF, "")]["deleted"]
+        for key in ((NOT_UTF8, ""), (LONE_FF, ""), ("clean-full", "ns\udcff"), ("clean-delta-k10", "")):
+            assert lineages[key]["skipped"] is None and lineages[key]["deleted"], key
+        assert all(checkpoint_id.endswith("\udcfd") for checkpoint_id in lineages[("old-fork-k3", "")]["deleted"])
         # The BLOB key is refused by name, never guessed at.
         assert (
             lineages[("x'ff'", "")]["skipped"] == "its keys are not all text: a script could not name its rows exactly"
@@ -265,13 +283,15 @@ def test_plan_retention_deletes_exactly_the_planned_rows_of_ids_that_are_not_utf
         if lineage["skipped"] is None
         for checkpoint_id in lineage["deleted"]
     }
-    assert {key[0] for key in planned} >= {b"f\xff\x80", b"\xff"}
+    assert {key[0] for key in planned} >= {b"f\xff\x80", b"\xff", b"clean-full", b"clean-delta-k10", b"old-fork-k3"}
     before, after = _rows(not_utf8_db), _rows(applied)
     assert after["checkpoints"] <= before["checkpoints"] and after["writes"] <= before["writes"]
     assert before["checkpoints"] - after["checkpoints"] == planned
-    # Each gone checkpoint's write rows went with it, and no other.
-    assert {row[:4] for row in before["writes"] - after["writes"]} <= planned
+    # Each gone checkpoint's write rows went with it, and no other (task ids ending in \xfe among them).
+    gone_writes = before["writes"] - after["writes"]
+    assert {row[:4] for row in gone_writes} <= planned
     assert not {row for row in after["writes"] if row[:4] in planned}
+    assert any(row[4].endswith(b"\xfe") for row in gone_writes)
 
 
 def _stored(thread_id: str) -> bytes:
