@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
@@ -286,3 +290,93 @@ def test_a_timed_out_read_closes_its_connection_and_leaves_no_thread(many_thread
         assert _eventually(lambda: proxy.stalled_closes == 1), "the stalled connection was left open"
         assert _eventually(lambda: _database_sessions(many_threads) == 0), "the server still holds the session"
     assert not [thread for thread in threading.enumerate() if thread.name == "ckpt-prefetch"]
+
+
+# -- 13: a signal to the main process ends its workers ----------------------------------------------------
+
+
+def _children(pid: int) -> set[int]:
+    """Live processes whose parent is `pid`, read from /proc."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and fields[0] != "Z":
+                    found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is no zombie (os.kill(pid, 0) alone counts a zombie as alive)."""
+    try:
+        os.kill(pid, 0)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return state != "Z"
+
+
+@contextlib.contextmanager
+def scan_with_two_workers(args: list[str], dsn: str) -> Iterator[tuple[subprocess.Popen[bytes], set[int]]]:
+    """`ckpt args` started as a real process, and the PIDs of its two workers once both run; whatever is
+    left of them is killed afterwards."""
+    process = subprocess.Popen([*CKPT, *args, "--db", dsn], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
+            workers |= _children(process.pid)
+            time.sleep(0.01)
+        assert len(workers) == 2, f"the workers never started: {workers}"
+        yield process, workers
+    finally:
+        process.kill()
+        process.communicate()
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _outcome(process: subprocess.Popen[bytes], workers: set[int]) -> tuple[int, list[int]]:
+    """The exit code of the main process, and its workers still alive a few seconds after it ended."""
+    code = process.wait(timeout=10)
+    _eventually(lambda: not any(_alive(pid) for pid in workers))
+    return code, sorted(pid for pid in workers if _alive(pid))
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [("verify-shape", signal.SIGTERM), ("verify-shape", signal.SIGINT), ("plan retention", signal.SIGTERM)],
+)
+def test_a_signal_ends_workers_waiting_behind_a_stalled_proxy(many_threads: str, command: str, signum: int) -> None:
+    """The attack: the workers' cursors stall (the main process has no DECLARE), the timeout is far off."""
+    args = [*COMMANDS[command], "--network-timeout", "120"]
+    with (
+        stalling_proxy(after_client_sends=b"DECLARE") as proxy,
+        scan_with_two_workers(args, proxy.dsn(many_threads)) as (process, workers),
+    ):
+        assert _eventually(lambda: proxy.stalls >= 2, within=30), "the workers never reached their DECLARE"
+        process.send_signal(signum)
+        assert _outcome(process, workers) == (128 + signum, [])
+        assert process.stderr is not None and "Traceback" not in process.stderr.read().decode()
+
+
+def test_sigterm_mid_scan_ends_the_workers(many_threads: str) -> None:
+    """No proxy: SIGTERM once both workers are reading from the server."""
+    with scan_with_two_workers(COMMANDS["verify-shape"], dsn_for(many_threads)) as (process, workers):
+        assert _eventually(lambda: _database_sessions(many_threads) >= 2, within=30)
+        process.send_signal(signal.SIGTERM)
+        assert _outcome(process, workers) == (143, [])
+
+
+def test_workers_exit_when_the_main_process_is_killed(many_threads: str) -> None:
+    """SIGKILL cannot be caught: the workers, stalled behind the proxy, see their parent gone and exit."""
+    args = [*COMMANDS["verify-shape"], "--network-timeout", "120"]
+    with (
+        stalling_proxy(after_client_sends=b"DECLARE") as proxy,
+        scan_with_two_workers(args, proxy.dsn(many_threads)) as (process, workers),
+    ):
+        assert _eventually(lambda: proxy.stalls >= 2, within=30)
+        process.kill()
+        assert _outcome(process, workers) == (-signal.SIGKILL, [])
