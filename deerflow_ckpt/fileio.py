@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from deerflow_ckpt.errors import CkptError, ConfigError, OutputError
+from deerflow_ckpt.exitcodes import signalled
 
 TEMPORARY_SUFFIX = ".ckpt-tmp"
 # A temporary file of ours older than this was left by a run that was killed (SIGKILL cannot be caught):
@@ -104,7 +105,7 @@ def terminable() -> Iterator[None]:
     try:
         yield
     except _Terminated:
-        raise SystemExit(128 + signal.SIGTERM) from None
+        raise SystemExit(signalled(signal.SIGTERM)) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
 
