@@ -8,6 +8,7 @@ from typing import Any
 
 from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
+from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
 from deerflow_ckpt.report.printable import printable
@@ -59,11 +60,12 @@ def _decode(data: bytes) -> str:
 
 
 def diff_of(outcome: FileMigration) -> str:
+    """The file's diff, its credentials masked: context lines may quote a postgres_url, and CI logs keep it."""
     result = outcome.result
     if not result.changed:
         return ""
     # The name in the headers is escaped: a newline in it would start a line of the patch's own choosing.
-    return unified_diff(_decode(result.original), _decode(result.migrated), printable(outcome.name))
+    return redact(unified_diff(_decode(result.original), _decode(result.migrated), printable(outcome.name)))
 
 
 def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[dict[str, Any]]:
