@@ -8,6 +8,8 @@ must end within --network-timeout of silence, with one line, having closed what 
 13: SIGTERM (or SIGINT) to a `--jobs 2` scan of a 3,000-thread store ends the workers too, whether they
 wait behind the stalled proxy or scan; the main process exits 143 (130), and a worker whose main process
 is killed outright exits by itself. Processes are watched through /proc.
+
+4: a loop of real symbolic links as sqlite_dir, --deerflow-root or --sqlite-base is a one-line error (exit 2).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import psycopg
 import pytest
 
 from fixtures.dbbuilder.bulk import build_bulk_postgres
-from tests.cli import run_ckpt
+from tests.cli import CkptRun, run_ckpt
 from tests.conftest import admin_dsn, create_database, drop_database, dsn_for, require_postgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # each stalled run waits out a 3 s network timeout
@@ -392,3 +394,78 @@ def test_psycopg_is_a_version_the_deadline_was_tested_with() -> None:
     assert installed in {(3, 2), (3, 3)}, (
         f"psycopg {version('psycopg')} is not a version store/deadline.py was tested with"
     )
+
+
+# -- 4: a loop of symbolic links in any path an operator or a config names is a one-line error ---------------
+
+DELTA_CONFIG = (
+    "database:\n  backend: sqlite\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 10\n"
+)
+
+
+def _looping_link(where: Path, name: str) -> Path:
+    """A real symbolic link that points at itself."""
+    link = where / name
+    link.symlink_to(name)
+    return link
+
+
+def _one_line_loop_error(result: CkptRun) -> None:
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ckpt: ")]
+    assert len(errors) == 1 and "is a loop of symbolic links" in errors[0], result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["verify-shape"], ["inspect", "summary"], ["inspect", "storage"], ["lint-config"]])
+def test_a_looping_sqlite_dir_is_a_one_line_error(tmp_path: Path, command: list[str]) -> None:
+    """sqlite_dir: loopdir, where loopdir -> loopdir: DeerFlow's Path(sqlite_dir).resolve() cannot end."""
+    loop = _looping_link(tmp_path, "loopdir")
+    config = tmp_path / "config.yaml"
+    config.write_text(DELTA_CONFIG + f"  sqlite_dir: {loop}\n")
+    _one_line_loop_error(
+        run_ckpt(*command, "--config" if command != ["lint-config"] else "--", str(config), cwd=tmp_path, process=True)
+    )
+
+
+@pytest.mark.parametrize("command", [["verify-shape"], ["inspect", "storage"], ["lint-config"]])
+def test_a_looping_deerflow_root_is_a_one_line_error(tmp_path: Path, command: list[str]) -> None:
+    """--deerflow-root r1, where r1 -> r2 and r2 -> r1."""
+    (tmp_path / "r1").symlink_to("r2")
+    (tmp_path / "r2").symlink_to("r1")
+    config = tmp_path / "config.yaml"
+    config.write_text(DELTA_CONFIG)
+    args = [*command, "--deerflow-root", str(tmp_path / "r1")]
+    args += [str(config)] if command == ["lint-config"] else ["--config", str(config)]
+    _one_line_loop_error(run_ckpt(*args, cwd=tmp_path, process=True))
+
+
+def test_lint_configs_sqlite_base_may_not_loop(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(DELTA_CONFIG)
+    loop = _looping_link(tmp_path, "base")
+    _one_line_loop_error(run_ckpt("lint-config", "--sqlite-base", str(loop), str(config), cwd=tmp_path, process=True))
+
+
+def test_path_resolve_is_called_only_in_fileio_resolved() -> None:
+    """Path.resolve() raises RuntimeError on a symbolic-link loop (Python 3.11): every call goes through
+    fileio.resolved, which makes it a one-line error. Ruff's banned-api cannot see a method of an instance."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "deerflow_ckpt"
+    calls = []
+    for source in package.rglob("*.py"):
+        tree = ast.parse(source.read_text(), str(source))
+        allowed: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and source.name == "fileio.py" and node.name == "resolved":
+                allowed |= {id(inner) for inner in ast.walk(node)}
+        calls += [
+            f"{source.relative_to(package)}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "resolve"
+            and id(node) not in allowed
+        ]
+    assert calls == [], f"call fileio.resolved instead: {calls}"

@@ -78,10 +78,10 @@ def _workspace_relative(annotation: Annotation) -> Annotation:
     spot = annotation.where
     if not isinstance(spot, FileSpot) or spot.path == "-":
         return annotation
-    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.cwd()).resolve()
     try:
-        relative = (Path.cwd() / spot.path).resolve().relative_to(workspace)
-    except (ValueError, OSError):
+        workspace = resolved(Path(os.environ.get(WORKSPACE_ENV) or Path.cwd()), OutputError)
+        relative = resolved(Path.cwd() / spot.path, OutputError).relative_to(workspace)
+    except (ValueError, OSError, OutputError):  # OutputError: a loop of symbolic links
         return annotation
     return replace(annotation, where=replace(spot, path=relative.as_posix()))
 

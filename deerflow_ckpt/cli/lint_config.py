@@ -9,6 +9,7 @@ import typer
 from deerflow_ckpt.cli import ci_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.commands.lint_config import lint_files, read_configs
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.report.annotations import at_or_above
 from deerflow_ckpt.report.lint_ci import annotations_of, headline
 from deerflow_ckpt.rules import Severity
@@ -65,7 +66,7 @@ def lint_config(
     Exit codes: 0 no findings at or above --fail-on, 1 findings at or above it, 2 a file could not be
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
-    base = (sqlite_base or Path.cwd()).resolve()
+    base = resolved(sqlite_base or Path.cwd())
     environment = deerflow_options.deerflow_environment(deerflow_root, files[0] if files else None)
     configs = files or [deerflow_options.default_config(environment)]
     delivery.refuse_output_onto(output, [(path, "the config") for path in configs])

@@ -70,7 +70,7 @@ def find_install(explicit: Path | None, cwd: Path, config: Path | None = None) -
     """The DeerFlow checkout or install: `--deerflow-root`, else a checkout containing the working directory,
     else one containing the config named on the command line."""
     if explicit is not None:
-        root = Path(explicit).expanduser().resolve()
+        root = resolved(Path(explicit).expanduser())
         install = _install_at(root, "--deerflow-root")
         if install is None:
             raise ConfigError(
@@ -78,7 +78,7 @@ def find_install(explicit: Path | None, cwd: Path, config: Path | None = None) -
                 f"{INSTALLED_PACKAGE}/ in site-packages, or lib/python3.*/site-packages/{INSTALLED_PACKAGE}/ of a venv)"
             )
         return install
-    places = [(cwd.resolve(), "the working directory")]
+    places = [(resolved(cwd), "the working directory")]
     if config is not None:
         places.append((resolved(config).parent, "the config"))
     for start, what in places:
@@ -126,7 +126,7 @@ def deerflow_environment(
     named on the command line, whose checkout counts when the working directory is in none)."""
     _remember_passwords(environ)
     install = find_install(deerflow_root, cwd, config)
-    start = install.package if install is not None else cwd.resolve()
+    start = install.package if install is not None else resolved(cwd)
     if environ.get(DOTENV_DISABLED_ENV, "").strip().casefold() in _DISABLED_VALUES:
         return DeerFlowEnvironment(dict(environ), install, None, (), start)
     dotenv = find_dotenv(start)

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.location import checkpointer_sqlite_file, normalize_dsn, sqlite_file
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.redact import redact, url_password
 
 DEFAULT_PORT = "5432"
@@ -238,8 +239,8 @@ def search_path_option(options: str) -> str | None:
 
 
 def sqlite_identity(path: Path) -> DatabaseIdentity:
-    resolved = path.resolve()
-    return DatabaseIdentity("sqlite", ("sqlite", str(resolved)), f"SQLite {resolved}")
+    real = resolved(path)
+    return DatabaseIdentity("sqlite", ("sqlite", str(real)), f"SQLite {real}")
 
 
 def _checkpointer_sqlite(connection: str | None, environ: Mapping[str, str], cwd: Path) -> DatabaseIdentity | Unlocated:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from deerflow_ckpt.config.environment import DeerFlowInstall
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.fileio import resolved
 
 CONFIG_PATH_ENV = "DEER_FLOW_CONFIG_PATH"
 PROJECT_ROOT_ENV = "DEER_FLOW_PROJECT_ROOT"
@@ -35,8 +36,8 @@ def project_root(environ: Mapping[str, str], cwd: Path) -> tuple[Path, str]:
     """DeerFlow's project root: $DEER_FLOW_PROJECT_ROOT resolved (relative to the working directory), else it."""
     raw = environ.get(PROJECT_ROOT_ENV, "")
     if not raw:
-        return cwd.resolve(), "the working directory"
-    root = (cwd / raw).resolve()
+        return resolved(cwd), "the working directory"
+    root = resolved(cwd / raw)
     if not root.exists():
         raise ConfigError(
             f"{PROJECT_ROOT_ENV} is set to '{raw}', but the resolved path '{root}' does not exist.{_tilde_note(raw)}"
@@ -80,7 +81,7 @@ def locate_config(
             )
         return LocatedConfig(path, f"${CONFIG_PATH_ENV}")
     root, root_via = project_root(environ, cwd)
-    candidates = [(root / CONFIG_NAME, root_via), *_legacy_candidates(install, root, cwd.resolve())]
+    candidates = [(root / CONFIG_NAME, root_via), *_legacy_candidates(install, root, resolved(cwd))]
     for path, via in candidates:
         if path.is_file():
             return LocatedConfig(path, via)

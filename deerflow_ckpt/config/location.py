@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.fileio import resolved
 
 SQLITE_FILE_NAME = "deerflow.db"
 # checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
@@ -61,7 +62,7 @@ def is_schema_name(schema: str) -> bool:
 
 def sqlite_file(sqlite_dir: str, process_dir: Path) -> Path:
     """database.sqlite_dir's file for a DeerFlow process running in `process_dir` (Path(dir).resolve())."""
-    return (process_dir / sqlite_dir / SQLITE_FILE_NAME).resolve()
+    return resolved(process_dir / sqlite_dir / SQLITE_FILE_NAME)
 
 
 def checkpointer_sqlite_file(connection: str | None, environ: Mapping[str, str], process_dir: Path) -> Path | None:
@@ -74,22 +75,22 @@ def checkpointer_sqlite_file(connection: str | None, environ: Mapping[str, str],
         path = connection[len("file:") :].split("?", 1)[0].split("#", 1)[0]
         if path.startswith("//"):
             path = path[path.find("/", 2) :] if "/" in path[2:] else "/"
-        return (process_dir / unquote(path)).resolve()
+        return resolved(process_dir / unquote(path))
     location = Path(connection)
     if location.is_absolute():
-        return location.resolve()
+        return resolved(location)
     # Relative paths resolve against DeerFlow's base dir: $DEER_FLOW_HOME, else <project root>/.deer-flow.
     home = environ.get(HOME_ENV)
     base = Path(home) if home else Path(environ.get(PROJECT_ROOT_ENV) or process_dir) / ".deer-flow"
-    return (process_dir / base / location).resolve()
+    return resolved(process_dir / base / location)
 
 
 def _process_dirs(config_path: Path, cwd: Path, gateway_dir: Path | None) -> list[Path]:
     """Where the DeerFlow process may run: its gateway's backend/ when the checkout is known (every launcher
     starts it there), here, beside the config, or in the config's backend/."""
-    config_dir = config_path.resolve().parent
+    config_dir = resolved(config_path).parent
     first = [gateway_dir] if gateway_dir is not None else []
-    return list(dict.fromkeys([*first, cwd.resolve(), config_dir, config_dir / "backend"]))
+    return list(dict.fromkeys([*first, resolved(cwd), config_dir, config_dir / "backend"]))
 
 
 def _candidates(
@@ -106,7 +107,7 @@ def _home_mount(sqlite_dir: str, environ: Mapping[str, str]) -> Path | None:
     parts = Path(sqlite_dir).parts
     if not home or not parts or parts[0] != ".deer-flow":
         return None
-    return (Path(home).joinpath(*parts[1:]) / SQLITE_FILE_NAME).resolve()
+    return resolved(Path(home).joinpath(*parts[1:]) / SQLITE_FILE_NAME)
 
 
 def database_location(

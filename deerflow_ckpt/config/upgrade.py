@@ -18,6 +18,7 @@ from typing import Any
 from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.keys import CADENCE_KEY, DATABASE, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.config.values import ExpansionError, load_values
+from deerflow_ckpt.fileio import resolved
 
 EXAMPLE_NAME = "config.example.yaml"
 # config.example.yaml's cadence, which the upgrader adds (its value is read from the example when found).
@@ -61,7 +62,7 @@ class Example:
 def find_example(config: Path) -> Example | None:
     """The config.example.yaml make config-upgrade merges from: the repository root's, which is the
     config's directory (config.yaml at the root) or the one above backend/ (backend/config.yaml)."""
-    directory = config.resolve().parent
+    directory = resolved(config).parent
     candidates = [directory / EXAMPLE_NAME]
     if directory.name == "backend":
         candidates.insert(0, directory.parent / EXAMPLE_NAME)
