@@ -9,6 +9,9 @@ must end within --network-timeout of silence, with one line, having closed what 
 wait behind the stalled proxy or scan; the main process exits 143 (130), and a worker whose main process
 is killed outright exits by itself. Processes are watched through /proc.
 
+8, 9: the same for inspect storage's own workers, with --jobs 1, for a second signal during the cleanup
+and for a signal to a worker forked but not yet initialised.
+
 4: a loop of real symbolic links as sqlite_dir, --deerflow-root or --sqlite-base is a one-line error (exit 2).
 """
 
@@ -469,3 +472,145 @@ def test_path_resolve_is_called_only_in_fileio_resolved() -> None:
             and id(node) not in allowed
         ]
     assert calls == [], f"call fileio.resolved instead: {calls}"
+
+
+# -- 8, 9: inspect storage's workers, --jobs 1, a second signal, a signal while forking --------------------
+
+
+SQLITE_THREADS = 3000
+
+
+@pytest.fixture(scope="module")
+def big_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3,000-thread SQLite store (about 300 MB): one thread written by the real graph, its rows copied by SQL."""
+    import sqlite3
+
+    from fixtures.dbbuilder.bulk import build_bulk_sqlite
+
+    path = tmp_path_factory.mktemp("big") / "deerflow.db"
+    build_bulk_sqlite(path, threads=1, turns=12, cadence=3, message_bytes=200, jobs=1)
+    with sqlite3.connect(path) as connection:
+        for table in ("checkpoints", "writes"):
+            columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})") if row[1] != "thread_id"]
+            listed = ", ".join(columns)
+            connection.execute(
+                f"WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {SQLITE_THREADS - 1}) "
+                f"INSERT INTO {table} (thread_id, {listed}) SELECT thread_id || '-' || n, {listed} FROM {table}, g"
+            )
+    return path
+
+
+# inspect storage with SPLIT_BYTES lowered in the real process, so a test-sized store is split over 2 workers.
+SPLIT_STORAGE = [
+    sys.executable,
+    "-c",
+    "import sys; import deerflow_ckpt.store.storage_sqlite as s; s.SPLIT_BYTES = 1; "
+    "from deerflow_ckpt.cli.app import main; sys.argv[0] = 'ckpt'; main()",
+    "inspect",
+    "storage",
+]
+
+
+@contextlib.contextmanager
+def _started_with_workers(command: list[str], count: int) -> Iterator[tuple[subprocess.Popen[bytes], set[int]]]:
+    env = {**os.environ, "CKPT_NATIVE": "0"}  # the Python path: the workers scan for seconds
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < count and time.monotonic() < deadline and process.poll() is None:
+            workers |= _children(process.pid)
+            time.sleep(0.01)
+        assert len(workers) == count, f"the workers never started: {workers}"
+        yield process, workers
+    finally:
+        # The workers first: one left behind holds the stderr pipe open, and communicate() would wait on it.
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.kill()
+        process.communicate()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_inspect_storages_workers(big_sqlite: Path, signum: int) -> None:
+    """inspect storage reads a store over SPLIT_BYTES with 2 worker processes: a signal ends them too."""
+    with _started_with_workers([*SPLIT_STORAGE, "--db", str(big_sqlite)], 2) as (process, workers):
+        time.sleep(0.1)
+        assert all(_alive(pid) for pid in workers), "the workers ended before the signal: the store is too small"
+        process.send_signal(signum)
+        code = process.wait(timeout=10)
+        assert _eventually(lambda: not any(_alive(pid) for pid in workers), within=3)
+        assert code == 128 + signum
+        assert process.stderr is not None and "Traceback" not in process.stderr.read().decode()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_jobs_1_exits_128_plus_the_signal(big_sqlite: Path, signum: int) -> None:
+    """--jobs 1 reads in the main process: a signal still ends it with 143 (130), not -15 or click's Aborted!."""
+    env = {**os.environ, "CKPT_NATIVE": "0"}
+    command = [*CKPT, "verify-shape", "--jobs", "1", "--db", str(big_sqlite)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert process.stderr is not None
+    assert b"scanning" in process.stderr.readline()
+    time.sleep(0.5)  # into the scan (seconds long on the Python path)
+    assert process.poll() is None, "the scan ended before the signal"
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 128 + signum, stderr
+    assert "Aborted" not in stderr.decode() and "Traceback" not in stderr.decode()
+
+
+def test_a_second_signal_during_the_cleanup_still_ends_the_workers(big_sqlite: Path) -> None:
+    """SIGSTOP the workers so SIGTERM cannot end them within the grace, then signal the main process twice:
+    the second signal lands during the join, and the SIGKILL must still come."""
+    command = [*CKPT, "verify-shape", "--jobs", "2", "--db", str(big_sqlite)]
+    with _started_with_workers(command, 2) as (process, workers):
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # into the 2 s grace
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=15)
+        assert _eventually(lambda: not any(_alive(pid) for pid in workers), within=3)
+        assert code == 143
+        assert process.stderr is not None and "Traceback" not in process.stderr.read().decode()
+
+
+def test_workers_start_with_the_ending_signals_blocked() -> None:
+    """A worker forked while the main process's interrupting handler is installed must not run it: a signal
+    sent before _init_worker is held, then ends the worker with the default action."""
+    script = (
+        "import os, signal, time\n"
+        "from deerflow_ckpt.commands import shares\n"
+        "def probe():\n"
+        "    return signal.getsignal(signal.SIGINT) is signal.SIG_DFL, "
+        "signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+        "with shares.worker_pool(1, 'fork') as pool:\n"
+        "    print(*pool.submit(probe).result())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False"]
+
+
+def test_a_signal_while_forking_is_held_for_the_child() -> None:
+    """SIGINT sent to a worker between its fork and _init_worker (simulated: the initializer's first act is
+    to signal itself while still blocked) ends it by the default action, never by raising Interrupted."""
+    script = (
+        "import os, signal\n"
+        "from deerflow_ckpt.commands import shares\n"
+        "real = shares._init_worker\n"
+        "def early(counter):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    real(counter)\n"
+        "shares._init_worker = early\n"
+        "try:\n"
+        "    with shares.worker_pool(1, 'fork') as pool:\n"
+        "        pool.submit(os.getpid).result()\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "BrokenProcessPool" in result.stdout, result.stdout + result.stderr
+    assert "Interrupted" not in result.stderr, result.stderr

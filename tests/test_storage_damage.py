@@ -25,6 +25,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import sql
 
 from deerflow_ckpt.analysis.storage import autocheckpoint_bytes
+from deerflow_ckpt.commands.shares import worker_pool
 from deerflow_ckpt.store.clock import HOUR_NS, boundary_id, from_datetime, prefix_hour_ns
 from deerflow_ckpt.store.source import SqliteTarget, postgres_target
 from deerflow_ckpt.store.storage import StorageFacts, StorageRequest, StoredIn
@@ -61,7 +62,7 @@ class Copy:
 
     def read(self, request: StorageRequest = ALL, jobs: int | None = None) -> StorageFacts:
         if self.backend == "sqlite":
-            return read_sqlite_storage(SqliteTarget(Path(self.db)), request, jobs=jobs)
+            return read_sqlite_storage(SqliteTarget(Path(self.db)), request, jobs=jobs, pool=worker_pool)
         return read_postgres_storage(postgres_target(self.db, ""), request)
 
     def row_bytes(self, checkpoint_id: str) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from deerflow_ckpt.commands.shares import worker_pool
 from deerflow_ckpt.store import storage_sqlite
 from deerflow_ckpt.store.base64_peek import find_base64_files
 from deerflow_ckpt.store.clock import write_time_ns
@@ -49,7 +50,7 @@ def _connect(path: str | Path) -> Iterator[sqlite3.Connection]:
 
 
 def _read(path: str | Path, request: StorageRequest = ALL_THREADS, jobs: int | None = None) -> StorageFacts:
-    return read_sqlite_storage(SqliteTarget(Path(path)), request, jobs=jobs)
+    return read_sqlite_storage(SqliteTarget(Path(path)), request, jobs=jobs, pool=worker_pool)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ hour, day, week or month, the rate of the week up to now, and compaction advice.
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,9 +69,12 @@ def inspect_storage(
         now_ns = time.time_ns()
     target = choice.target
     if isinstance(target, SqliteTarget):
+        from deerflow_ckpt.commands.shares import worker_pool
         from deerflow_ckpt.store.storage_sqlite import read_sqlite_storage
 
-        facts = read_sqlite_storage(target, request)
+        # fork where the platform forks (Linux): no re-import of the package per worker.
+        method = "fork" if sys.platform.startswith("linux") else None
+        facts = read_sqlite_storage(target, request, pool=functools.partial(worker_pool, start_method=method))
     else:
         assert isinstance(target, PostgresTarget)
         from deerflow_ckpt.store.storage_postgres import read_postgres_storage

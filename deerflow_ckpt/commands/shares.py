@@ -1,7 +1,8 @@
 """Cutting a database's threads into shares and running one worker process per share.
 
 A thread is always read whole by one worker, each in its own read-only transaction; what the workers return
-is merged by the command's core. Used by verify-shape and plan retention.
+is merged by the command's core. Used by verify-shape and plan retention; inspect storage's own passes run
+in worker_pool.
 
 No worker outlives the run: SIGTERM or SIGINT to the main process, a failed share, or any other way out
 before every share is done ends the workers still running (they may be waiting on the network, where
@@ -17,7 +18,8 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from deerflow_ckpt.errors import Interrupted
 from deerflow_ckpt.exitcodes import ExitCode
@@ -25,9 +27,12 @@ from deerflow_ckpt.store.readers import LineageReader
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 
 if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
     from multiprocessing.process import BaseProcess
 
 Result = TypeVar("Result")
+P = ParamSpec("P")
+T = TypeVar("T")
 # What a share's work is told after each thread: how many checkpoints it had.
 Progress = Callable[[int], None]
 # A share's work: a picklable callable (a module-level function, or a functools.partial of one).
@@ -51,6 +56,8 @@ def _init_worker(counter: Any) -> None:
     # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
     for signum in ENDING_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
+    # Forked with them blocked (_signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
     threading.Thread(target=_exit_with_parent, name="ckpt-parent-watch", daemon=True).start()
 
 
@@ -107,51 +114,104 @@ def run_shares(
     `progress` gets the running checkpoint count. Until every share is done, SIGTERM and SIGINT raise
     Interrupted here, and no way out leaves a worker behind."""
     if len(selections) == 1:
-        return [work(selections[0], _running_total(progress))]
+        with _EndingSignals():
+            return [work(selections[0], _running_total(progress))]
     import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_EXCEPTION, wait
 
     # The platform's own start method (fork on Linux, spawn on macOS and Windows) unless one is asked for.
+    shared = multiprocessing.get_context(start_method).Value("q", 0)
+    with worker_pool(len(selections), start_method, shared) as pool:
+        futures = [pool.submit(_in_worker, work, selection) for selection in selections]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            if progress is not None:
+                progress(int(shared.value))
+            for future in futures:
+                if future.done() and future.exception() is not None:
+                    raise future.exception()  # type: ignore[misc]
+        return [future.result() for future in futures]
+
+
+class _WorkerPool(ProcessPoolExecutor):
+    """A process pool whose workers are forked with SIGTERM and SIGINT blocked (the main process's handlers
+    come with fork; _init_worker sets the defaults before unblocking them), and that knows whether every
+    task it was given is done."""
+
+    def __init__(self, workers: int, context: BaseContext, counter: Any) -> None:
+        super().__init__(workers, mp_context=context, initializer=_init_worker, initargs=(counter,))
+        self.submitted: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        # Workers are started here (at the first submit under fork, at each under spawn).
+        with _signals_held():
+            future = super().submit(fn, *args, **kwargs)
+        self.submitted.append(future)
+        return future
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, start_method: str | None = None, counter: Any = None) -> Iterator[Executor]:
+    """A pool of `workers` processes that do not outlive the block: SIGTERM and SIGINT raise Interrupted in
+    it, and leaving it with a task unfinished ends the workers still running (SIGTERM, then SIGKILL)."""
+    import multiprocessing
+
     context = multiprocessing.get_context(start_method)
-    shared = context.Value("q", 0)
-    with _signals_interrupt():
+    with _EndingSignals() as ending:
         others = set(multiprocessing.active_children())
-        pool = ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,))
-        done = False
+        pool = _WorkerPool(workers, context, counter)
         try:
-            futures = [pool.submit(_in_worker, work, selection) for selection in selections]
-            pending = set(futures)
-            while pending:
-                _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                if progress is not None:
-                    progress(int(shared.value))
-                for future in futures:
-                    if future.done() and future.exception() is not None:
-                        raise future.exception()  # type: ignore[misc]
-            done = True
-            return [future.result() for future in futures]
+            yield pool
         finally:
-            if not done:
+            ending.cleaning_up()
+            if not all(future.done() for future in pool.submitted):
                 _end_workers([child for child in multiprocessing.active_children() if child not in others])
             pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGINT raise Interrupted in the block (main thread only: elsewhere nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {signum: signal.signal(signum, interrupt) for signum in ENDING_SIGNALS}
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT kept pending in the block: a process forked here starts with them blocked."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class _EndingSignals:
+    """SIGTERM and SIGINT raise Interrupted in the block (main thread only: elsewhere nothing changes). Once
+    one was raised, or cleaning_up() was called, they are only recorded: a second Ctrl-C cannot cut the
+    cleanup short (the SIGKILL of a worker, the pool's shutdown). A block that ends normally after a signal
+    raises Interrupted then: one during the cleanup, or one whose Interrupted Python swallowed (a handler that
+    runs inside a __del__ or a callback only prints "Exception ignored")."""
+
+    def __init__(self) -> None:
+        self.raising = True
+        self.recorded: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def cleaning_up(self) -> None:
+        self.raising = False
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.recorded is None:
+            self.recorded = signum
+        if self.raising:
+            self.raising = False
+            raise Interrupted(signum)
+
+    def __enter__(self) -> _EndingSignals:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in ENDING_SIGNALS}
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        for signum, handler in self.previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if kind is None and self.recorded is not None:
+            raise Interrupted(self.recorded)
 
 
 def _end_workers(workers: list[BaseProcess]) -> None:

@@ -19,10 +19,12 @@ and made text only for the report (records.key_text). Text that is not UTF-8 is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import struct
-import sys
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,8 @@ from deerflow_ckpt.store.storage import (
 
 # Below this size one process reads everything in one transaction; above it the passes are split.
 SPLIT_BYTES = 256 * 1024 * 1024
+# Starts `n` worker processes for the block it opens (process management stays out of store/).
+WorkerPool = Callable[[int], contextlib.AbstractContextManager[Executor]]
 DEFAULT_JOBS = 2
 APP_TABLE = "threads_meta"
 MESSAGES = "messages"
@@ -724,9 +728,13 @@ def _dbstat_sizes_available(connection: sqlite3.Connection) -> bool:
     return True
 
 
-def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int | None = None) -> StorageFacts:
+def read_sqlite_storage(
+    target: SqliteTarget, request: StorageRequest, jobs: int | None = None, pool: WorkerPool | None = None
+) -> StorageFacts:
     """Where the file's bytes are, in one read transaction (plus, for a large file, `jobs` worker processes
-    reading the passes by rowid ranges). `jobs` None: DEFAULT_JOBS above SPLIT_BYTES, else 1.
+    reading the passes by rowid ranges). `jobs` None: DEFAULT_JOBS above SPLIT_BYTES, else 1. The workers
+    come from `pool` (commands/shares.worker_pool, which ends them with the main process); without one,
+    everything is read in this process.
     `legacy_files` is left for the caller."""
     path, _uri = readonly_uri(target)
     # Sizes before SQLite opens the file: opening a WAL database read-only creates empty -wal/-shm files.
@@ -734,72 +742,67 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
     sizes = (database_bytes, _size(path.with_name(path.name + "-wal")), _size(path.with_name(path.name + "-shm")))
     if jobs is None:
         jobs = DEFAULT_JOBS if database_bytes >= SPLIT_BYTES else 1
+    if pool is None:
+        jobs = 1
     shares = _shares(target, jobs)
     facts = StorageFacts(database=target.describe(), backend="sqlite")
     if target.immutable:
         facts.notes.append("opened immutable: whatever the -wal file holds was not read")
-    pool = None
-    futures = []
-    if len(shares) > 1:
-        # Started before this process opens its connection: no worker inherits an open SQLite handle.
-        pool = _pool(len(shares))
-        futures = [pool.submit(_read_share, target, request, share) for share in shares]
-        facts.notes.append(
-            f"checkpoints and writes read by {len(shares)} processes, each in a read transaction of its own"
-        )
-    try:
+    with contextlib.ExitStack() as workers:
+        futures = []
+        if len(shares) > 1 and pool is not None:
+            # Started before this process opens its connection: no worker inherits an open SQLite handle.
+            executor = workers.enter_context(pool(len(shares)))
+            futures = [executor.submit(_read_share, target, request, share) for share in shares]
+            facts.notes.append(
+                f"checkpoints and writes read by {len(shares)} processes, each in a read transaction of its own"
+            )
         connection = connect_readonly(target)
-    except BaseException:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-        raise
-    # The few rows read besides the passes (names, spans, the app table) are read losslessly (connect_readonly).
-    try:
-        connection.execute("BEGIN")
-        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot starts here
-        files = _files(path, connection, sizes)
-        facts.sqlite = files
-        wal_note = _wal_note(files, target.immutable)
-        if wal_note is not None:
-            facts.notes.append(wal_note)
-        facts.relations = _relations(connection, files, facts.notes, request.channels)
-        if futures:
-            tally = _Tally()
-            for future in futures:
-                tally.merge(future.result())
-        else:
-            tally = _count_rows(connection, (None, None), request)
-            connection.text_factory = lossless_text
-        if tally.lossless:
-            facts.notes.append("some keys are not UTF-8 text: their invalid bytes are shown escaped")
-        facts.metadata_bytes = tally.metadata_bytes
-        if request.channels:
-            _peek_writes(connection, request, tally.hits)
-            facts.channels = _channel_list(StoredIn.CHECKPOINTS, tally.channels, tally.tools)
-            facts.channels += _channel_list(StoredIn.WRITES, tally.write_channels, tally.write_tools)
-            facts.checkpoint_rest_bytes = tally.checkpoint_bytes - tally.channel_bytes
-            facts.large_values = _large_values(tally.hits)
-            if tally.undecoded:
-                facts.notes.append(
-                    f"{tally.undecoded} checkpoint(s) are not msgpack checkpoint mappings: "
-                    "their bytes count as the rest"
-                )
-        facts.growth = WriteTimes(_buckets(tally.hours), tally.untimed, tally.untimed_bytes)
-        ranked = sorted(tally.threads.items(), key=lambda item: (-item[1][1], key_text(item[0])))
-        spans: dict[Any, ThreadBytes] = {}
-        for key, (checkpoints, size) in ranked[: max(request.top, 0)]:
-            times, first, last = _thread_rows(connection, key)
-            spans[key] = thread = ThreadBytes(key_text(key), checkpoints, size, first, last)
-            facts.heaviest.append(thread)
-            facts.heaviest_growth[len(facts.heaviest) - 1] = times
-        facts.app = _app_threads(connection, tally.threads, spans)
-        connection.execute("COMMIT")
-    except sqlite3.Error as exc:
-        raise StoreError(f"reading {path} failed: {exc}") from exc
-    finally:
-        connection.close()
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        # The few rows read besides the passes (names, spans, the app table) are read losslessly (connect_readonly).
+        try:
+            connection.execute("BEGIN")
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot starts here
+            files = _files(path, connection, sizes)
+            facts.sqlite = files
+            wal_note = _wal_note(files, target.immutable)
+            if wal_note is not None:
+                facts.notes.append(wal_note)
+            facts.relations = _relations(connection, files, facts.notes, request.channels)
+            if futures:
+                tally = _Tally()
+                for future in futures:
+                    tally.merge(future.result())
+            else:
+                tally = _count_rows(connection, (None, None), request)
+                connection.text_factory = lossless_text
+            if tally.lossless:
+                facts.notes.append("some keys are not UTF-8 text: their invalid bytes are shown escaped")
+            facts.metadata_bytes = tally.metadata_bytes
+            if request.channels:
+                _peek_writes(connection, request, tally.hits)
+                facts.channels = _channel_list(StoredIn.CHECKPOINTS, tally.channels, tally.tools)
+                facts.channels += _channel_list(StoredIn.WRITES, tally.write_channels, tally.write_tools)
+                facts.checkpoint_rest_bytes = tally.checkpoint_bytes - tally.channel_bytes
+                facts.large_values = _large_values(tally.hits)
+                if tally.undecoded:
+                    facts.notes.append(
+                        f"{tally.undecoded} checkpoint(s) are not msgpack checkpoint mappings: "
+                        "their bytes count as the rest"
+                    )
+            facts.growth = WriteTimes(_buckets(tally.hours), tally.untimed, tally.untimed_bytes)
+            ranked = sorted(tally.threads.items(), key=lambda item: (-item[1][1], key_text(item[0])))
+            spans: dict[Any, ThreadBytes] = {}
+            for key, (checkpoints, size) in ranked[: max(request.top, 0)]:
+                times, first, last = _thread_rows(connection, key)
+                spans[key] = thread = ThreadBytes(key_text(key), checkpoints, size, first, last)
+                facts.heaviest.append(thread)
+                facts.heaviest_growth[len(facts.heaviest) - 1] = times
+            facts.app = _app_threads(connection, tally.threads, spans)
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading {path} failed: {exc}") from exc
+        finally:
+            connection.close()
     return facts
 
 
@@ -814,12 +817,3 @@ def _channel_list(where: StoredIn, channels: dict[Any, list[int]], tools: list[i
             rows.append(ChannelBytes(where, MESSAGES, tools[0], tools[1], tools[1], part=TOOL_OUTPUTS))
         rows.append(ChannelBytes(where, name, values, size, size))
     return sorted(rows, key=lambda row: (-row.bytes, row.label))
-
-
-def _pool(workers: int) -> Any:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # fork where the platform forks (Linux): no re-import of the package per worker.
-    method = "fork" if sys.platform.startswith("linux") else None
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
