@@ -58,6 +58,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "deerflow_ckpt.cli.inspect",
         "Snapshot intervals, cadence, replay depth and what-if K, per thread or for the whole store.",
     ),
+    "convert": (
+        "deerflow_ckpt.cli.convert",
+        "Copy a checkpoint store into full or delta mode, every read kept the same.",
+    ),
     "plan": (
         "deerflow_ckpt.cli.plan",
         "Plan a delta-safe retention: what a deletion keeps, frees and would break, as a script you review.",

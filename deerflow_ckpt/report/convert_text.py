@@ -1,0 +1,62 @@
+"""A conversion report as text: what was written where, the bytes before and after beside the what-if's
+prediction, and every refused thread with its reason."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from deerflow_ckpt.analysis.storage import human_bytes
+from deerflow_ckpt.commands.convert import ConversionReport
+from deerflow_ckpt.report.printable import printable
+
+
+def _mode(report: ConversionReport) -> str:
+    if report.snapshot_frequency is None:
+        return "full mode"
+    return f"delta mode at K={report.snapshot_frequency}"
+
+
+def _change(before: int, after: int) -> str:
+    if not before:
+        return f"{human_bytes(before)} -> {human_bytes(after)}"
+    return f"{human_bytes(before)} -> {human_bytes(after)} ({(after - before) / before:+.1%})"
+
+
+def render_conversion(report: ConversionReport, console: Console) -> None:
+    converted, refused = report.converted, report.refused
+    console.print(Text(printable(f"Converted {report.database} (chosen via {report.found_via})")))
+    console.print(Text(printable(f"  into {report.output}, {_mode(report)}")))
+    checkpoints = sum(t.checkpoints for t in converted)
+    rewritten = sum(t.rewritten for t in converted)
+    console.print(
+        Text(
+            f"  {len(report.threads)} threads: {len(converted)} converted ({checkpoints:,} checkpoints, "
+            f"{rewritten:,} rewritten), {len(refused)} refused and copied unchanged"
+        )
+    )
+    for table in sorted(report.tables_before):
+        before, after = report.tables_before[table], report.tables_after.get(table, 0)
+        console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
+    console.print(Text(f"  file: {_change(report.file_before, report.file_after)}"))
+    stored = sum(t.stored_value_bytes for t in converted)
+    predicted = sum(t.predicted_value_bytes for t in converted)
+    values = sum(t.stored_values for t in converted)
+    kind = "lists" if report.snapshot_frequency is None else "snapshots"
+    against = f", {(stored - predicted) / predicted:+.1%} against" if predicted else ""
+    console.print(
+        Text(
+            f"  message {kind} stored: {values:,}, {human_bytes(stored)}; the what-if predicted "
+            f"{human_bytes(predicted)}{against} (ckpt inspect thread)"
+        )
+    )
+    for thread in refused:
+        console.print(Text(printable(f"  refused: thread {thread.thread_id} ({thread.source_mode}): {thread.refused}")))
+    console.print(
+        Text(
+            printable(
+                f"Next: ckpt verify-shape --deep --db {report.output}; stop DeerFlow, swap the files (keep the old "
+                "one), start DeerFlow in the converted mode"
+            )
+        )
+    )

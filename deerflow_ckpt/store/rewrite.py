@@ -1,0 +1,118 @@
+"""A stored checkpoint row rewritten for `ckpt convert`: only its `messages` value and its delta metadata.
+
+Every other byte stays as the saver wrote it: the checkpoint's msgpack map is split into its values without
+decoding them (msgspec `Raw`), one value is set or removed, and the map is framed again, so the result is
+what LangGraph's serializer writes for the changed checkpoint (tests/test_convert.py compares it with
+`JsonPlusSerializer.dumps_typed` of the same checkpoint read through the saver). Metadata is JSON, written
+as the savers write it (`json.dumps(..., ensure_ascii=False)`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
+
+# DeerFlow's mode marker (absence means full) and LangGraph's delta counters, in checkpoint metadata.
+MODE_MARKER = "deerflow_checkpoint_channel_mode"
+COUNTERS = "counters_since_delta_snapshot"
+
+_map = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+_versions = msgspec.msgpack.Decoder(dict[str, Any])
+_encoder = msgspec.msgpack.Encoder()
+
+
+class RowNotRewritable(Exception):
+    """The row is not a msgpack checkpoint of LangGraph's shape; the message says what it is."""
+
+
+def split_checkpoint(data: bytes) -> dict[str, msgspec.Raw]:
+    try:
+        top = _map.decode(data)
+        top["channel_values"]
+    except (msgspec.DecodeError, KeyError, RecursionError) as exc:
+        raise RowNotRewritable(f"the checkpoint is not a LangGraph msgpack map ({exc})") from None
+    return top
+
+
+def has_messages_version(top: dict[str, msgspec.Raw]) -> bool:
+    """channel_versions names `messages`: the channel has been written on this branch."""
+    raw = top.get("channel_versions")
+    if raw is None:
+        return False
+    try:
+        return MESSAGES_CHANNEL in _versions.decode(raw)
+    except (msgspec.DecodeError, RecursionError, TypeError):
+        raise RowNotRewritable("the checkpoint's channel_versions is not a map") from None
+
+
+def with_messages(top: dict[str, msgspec.Raw], messages: bytes | None) -> bytes:
+    """The checkpoint's bytes with channel_values["messages"] set to the serialized `messages`, or removed."""
+    try:
+        values = _map.decode(top["channel_values"])
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise RowNotRewritable(f"the checkpoint's channel_values is not a map ({exc})") from None
+    if messages is None:
+        values.pop(MESSAGES_CHANNEL, None)
+    elif MESSAGES_CHANNEL in values:
+        values[MESSAGES_CHANNEL] = msgspec.Raw(messages)
+    else:
+        # LangGraph lays channel values out in the graph's channel order, where a state field comes first.
+        values = {MESSAGES_CHANNEL: msgspec.Raw(messages), **values}
+    framed = dict(top)
+    framed["channel_values"] = msgspec.Raw(_encoder.encode(values))
+    return _encoder.encode(framed)
+
+
+def metadata_dict(raw: bytes | str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise RowNotRewritable(f"the metadata is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise RowNotRewritable("the metadata is not a JSON object")
+    return value
+
+
+def delta_metadata(metadata: dict[str, Any], counters: tuple[int, int] | None) -> dict[str, Any]:
+    """The metadata a delta-mode DeerFlow process writes: its messages counters (absent at a snapshot) and the
+    mode marker; other channels' counters and every other key unchanged."""
+    others = {k: v for k, v in (metadata.get(COUNTERS) or {}).items() if k != MESSAGES_CHANNEL}
+    merged = {**others, MESSAGES_CHANNEL: list(counters)} if counters is not None else others
+    out: dict[str, Any] = {}
+    had_counters = COUNTERS in metadata
+    for key, value in metadata.items():
+        if key == COUNTERS:
+            if merged:
+                out[COUNTERS] = merged
+            continue
+        out[key] = value
+        # LangGraph puts the counters right after "parents"; the marker comes from the run's config.
+        if key == "parents" and merged and not had_counters:
+            out[COUNTERS] = merged
+    if merged and COUNTERS not in out:
+        out[COUNTERS] = merged
+    out[MODE_MARKER] = "delta"
+    return out
+
+
+def full_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a full-mode process writes: no messages counters and no mode marker."""
+    out = {k: v for k, v in metadata.items() if k != MODE_MARKER}
+    counters = out.get(COUNTERS)
+    if isinstance(counters, dict) and MESSAGES_CHANNEL in counters:
+        rest = {k: v for k, v in counters.items() if k != MESSAGES_CHANNEL}
+        if rest:
+            out[COUNTERS] = rest
+        else:
+            del out[COUNTERS]
+    return out
+
+
+def metadata_bytes(metadata: dict[str, Any], like: bytes | str) -> bytes | str:
+    """Serialized as the savers serialize metadata, in the stored value's own type (SQLite keeps either)."""
+    text = json.dumps(metadata, ensure_ascii=False)
+    return text if isinstance(like, str) else text.encode()

@@ -1,0 +1,360 @@
+"""ckpt convert on SQLite databases written by real graphs: every checkpoint reads the same in the target mode.
+
+The oracle is LangGraph itself: each checkpoint of the source is read through the real saver and the graph of
+its last writer's mode, each checkpoint of the output through the same graph compiled in the target mode, and
+the states (values, next, tasks, pending writes) must be equal. Threads then continue one more turn on both
+and must stay equal. The source must be byte-identical afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from deerflow_ckpt.analysis.conversion import ConversionSettings, TargetMode
+from deerflow_ckpt.analysis.shape import ShapeSettings
+from deerflow_ckpt.commands.convert import ConversionReport, ConvertRequest, convert
+from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
+from deerflow_ckpt.store.source import DatabaseChoice, SqliteTarget
+from fixtures.dbbuilder.backends import SqliteBackend
+from fixtures.dbbuilder.content import TextPool
+from fixtures.dbbuilder.graphs import GraphFactory, GraphSpec, run_config
+from fixtures.dbbuilder.manifest import Manifest, ThreadRecord
+from tests.cli import run_ckpt
+from tests.conftest import BuiltDatabase
+
+pytestmark = pytest.mark.slow
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _convert(source: Path, output: Path, mode: TargetMode, cadence: int = 3) -> ConversionReport:
+    request = ConvertRequest(DatabaseChoice(SqliteTarget(source), "test"), ConversionSettings(mode, cadence), output)
+    return convert(request)
+
+
+@pytest.fixture(scope="module")
+def converted(built_sqlite: BuiltDatabase, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The fixture database converted to delta at K=3, to full, and back to delta from that full copy."""
+    directory = tmp_path_factory.mktemp("convert")
+    source = directory / "source.db"
+    shutil.copy(built_sqlite.db, source)
+    before = _digest(source)
+    reports = {
+        "delta": _convert(source, directory / "delta.db", TargetMode.DELTA),
+        "full": _convert(source, directory / "full.db", TargetMode.FULL),
+    }
+    reports["full-delta"] = _convert(directory / "full.db", directory / "full-delta.db", TargetMode.DELTA, 10)
+    reports["full-delta-full"] = _convert(directory / "full-delta.db", directory / "round.db", TargetMode.FULL)
+    return {"source": source, "before": before, "dir": directory, "reports": reports, "manifest": built_sqlite.manifest}
+
+
+# -- reading through the real saver -------------------------------------------------------------------------
+
+
+class _Reader:
+    """A saver on one database file, and the fixture graphs on it in one mode (or the writer's own)."""
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.backend = SqliteBackend(str(path), None)
+        self.factory = GraphFactory(self.backend.plain, TextPool(manifest.seed, manifest.message_bytes))
+
+    def graph(self, thread: ThreadRecord, mode: str | None, cadence: int | None) -> Any:
+        writer = thread.writers[-1]
+        mode = mode or writer.mode
+        cadence = (cadence or writer.cadence or 10) if mode == "delta" else None
+        return self.factory.get(GraphSpec(writer.graph, mode, cadence, writer.ticks_per_turn))
+
+    def state(self, thread: ThreadRecord, checkpoint_id: str, mode: str | None, cadence: int | None) -> Any:
+        graph = self.graph(thread, mode, cadence)
+        config = run_config(thread.thread_id, mode or thread.writers[-1].mode, checkpoint_id)
+        snapshot = graph.get_state(config)
+        pending = self.backend.plain.get_tuple(config)
+        return {
+            "values": snapshot.values,
+            "next": snapshot.next,
+            "tasks": [(t.id, t.name, t.path, t.error, t.interrupts) for t in snapshot.tasks],
+            "pending": None if pending is None else pending.pending_writes,
+        }
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def _checkpoint_ids(path: Path, thread_id: str) -> list[str]:
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
+            (thread_id,),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _readable(manifest: Manifest, report: ConversionReport) -> Iterator[ThreadRecord]:
+    """Converted threads LangGraph can read without running what they hold."""
+    converted = {thread.thread_id for thread in report.converted}
+    for thread in manifest.threads:
+        if thread.thread_id in converted and thread.read_back not in ("unsafe", "raises"):
+            yield thread
+
+
+@pytest.fixture
+def strict_msgpack(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "true")
+    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+@pytest.mark.parametrize(
+    ("output", "mode", "cadence"),
+    [("delta.db", "delta", 3), ("full.db", "full", None), ("round.db", "full", None)],
+    ids=["to-delta", "to-full", "full-delta-full"],
+)
+def test_every_checkpoint_reads_the_same(
+    converted: dict[str, Any], output: str, mode: str, cadence: int | None
+) -> None:
+    manifest: Manifest = converted["manifest"]
+    report = converted["reports"]["delta" if output == "delta.db" else "full"]
+    source, target = _Reader(converted["source"], manifest), _Reader(converted["dir"] / output, manifest)
+    compared = threads = 0
+    try:
+        for thread in _readable(manifest, report):
+            threads += 1
+            for checkpoint_id in _checkpoint_ids(converted["source"], thread.thread_id):
+                was = source.state(thread, checkpoint_id, None, None)
+                now = target.state(thread, checkpoint_id, mode, cadence)
+                assert now == was, (thread.thread_id, checkpoint_id)
+                compared += 1
+    finally:
+        source.close()
+        target.close()
+    assert threads >= 20 and compared >= 600
+
+
+def _metadata_rows(path: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(path) as connection:
+        return [json.loads(row[0]) for row in connection.execute("SELECT CAST(metadata AS TEXT) FROM checkpoints")]
+
+
+def test_deerflow_gate_accepts_every_converted_thread(converted: dict[str, Any]) -> None:
+    """DeerFlow's full-mode gate (checkpoint_metadata_uses_delta) refuses a checkpoint with the delta marker
+    or a messages counter: after --to full no converted checkpoint has either; after --to delta every one
+    carries the marker."""
+    refused = {t.thread_id for t in converted["reports"]["full"].refused}
+    with sqlite3.connect(converted["dir"] / "full.db") as connection:
+        rows = connection.execute("SELECT thread_id, CAST(metadata AS BLOB) FROM checkpoints").fetchall()
+    checked = 0
+    for thread_id, raw in rows:
+        if thread_id in refused:
+            continue
+        metadata = json.loads(raw)
+        assert metadata.get("deerflow_checkpoint_channel_mode") != "delta", thread_id
+        assert "messages" not in (metadata.get("counters_since_delta_snapshot") or {}), thread_id
+        checked += 1
+    assert checked >= 600
+    refused_delta = {t.thread_id for t in converted["reports"]["delta"].refused}
+    with sqlite3.connect(converted["dir"] / "delta.db") as connection:
+        rows = connection.execute("SELECT thread_id, CAST(metadata AS BLOB) FROM checkpoints").fetchall()
+    assert all(
+        json.loads(raw)["deerflow_checkpoint_channel_mode"] == "delta" for tid, raw in rows if tid not in refused_delta
+    )
+
+
+def test_the_source_is_untouched_and_refused_threads_are_copied_unchanged(converted: dict[str, Any]) -> None:
+    assert _digest(converted["source"]) == converted["before"]
+    report: ConversionReport = converted["reports"]["delta"]
+    refused = [t.thread_id for t in report.refused]
+    assert {"fault-ck105-pickle", "fault-ck302-missing-parent", "fault-ck304-pruned-writes"} <= set(refused)
+    query = (
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata "
+        "FROM checkpoints WHERE thread_id IN (SELECT value FROM json_each(?)) ORDER BY 1, 2, 3"
+    )
+    with sqlite3.connect(converted["source"]) as a, sqlite3.connect(converted["dir"] / "delta.db") as b:
+        assert (
+            a.execute(query, (json.dumps(refused),)).fetchall() == b.execute(query, (json.dumps(refused),)).fetchall()
+        )
+        writes = "SELECT * FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
+        assert a.execute(writes).fetchall() == b.execute(writes).fetchall()
+
+
+def _findings(path: Path) -> set[tuple[str, str, str | None]]:
+    report = scan(ScanRequest(DatabaseChoice(SqliteTarget(path), "test"), ShapeSettings(deep=True), "test"))
+    return {(str(f.rule), f.thread_id or "", f.checkpoint_id) for f in report.findings if f.severity.rank >= 2}
+
+
+def test_verify_shape_deep_finds_nothing_new(converted: dict[str, Any]) -> None:
+    before = _findings(converted["source"])
+    for name in ("delta.db", "full.db", "round.db"):
+        after = _findings(converted["dir"] / name)
+        assert after <= before, (name, after - before)
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+def test_rewritten_rows_are_what_the_serializer_writes(converted: dict[str, Any]) -> None:
+    """Every row of a converted thread, decoded by LangGraph's serializer and encoded again, gives its bytes
+    back: ckpt's byte-level rewrite writes exactly what dumps_typed would."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    for name, report_name in (("delta.db", "delta"), ("full.db", "full")):
+        converted_ids = json.dumps([t.thread_id for t in converted["reports"][report_name].converted])
+        with sqlite3.connect(converted["dir"] / name) as connection:
+            rows = connection.execute(
+                "SELECT type, checkpoint, metadata FROM checkpoints "
+                "WHERE thread_id IN (SELECT value FROM json_each(?))",
+                (converted_ids,),
+            ).fetchall()
+        assert len(rows) >= 600
+        for kind, data, metadata in rows:
+            assert serde.dumps_typed(serde.loads_typed((kind, data))) == (kind, data)
+            text = metadata if isinstance(metadata, str) else metadata.decode()
+            assert json.dumps(json.loads(text), ensure_ascii=False) == text
+
+
+def _stored_messages(path: Path, thread_id: str) -> list[tuple[str, bytes | None, dict[str, Any]]]:
+    """(checkpoint id, the messages value's first bytes or None, metadata) of a thread's conversation."""
+    import msgspec
+
+    rows = []
+    with sqlite3.connect(path) as connection:
+        for checkpoint_id, data, metadata in connection.execute(
+            "SELECT checkpoint_id, checkpoint, CAST(metadata AS TEXT) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
+            (thread_id,),
+        ):
+            values = msgspec.msgpack.decode(data, type=dict[str, msgspec.Raw])
+            channel = msgspec.msgpack.decode(values["channel_values"], type=dict[str, msgspec.Raw])
+            raw = channel.get("messages")
+            rows.append((checkpoint_id, None if raw is None else bytes(raw)[:3], json.loads(metadata)))
+    return rows
+
+
+def test_stored_shapes_are_the_target_modes(converted: dict[str, Any]) -> None:
+    """The reads alone cannot tell (a reader replays what is not stored): to full, a plain list in every
+    checkpoint once there are messages; to delta at K=3, the clean full thread stores exactly what the K=3
+    thread written by a delta graph stores, checkpoint by checkpoint."""
+    full = _stored_messages(converted["dir"] / "full.db", "clean-full")
+    assert all(head is not None and (0x90 <= head[0] <= 0x9F or head[0] in (0xDC, 0xDD)) for _, head, _ in full[1:])
+    delta_from_full = _stored_messages(converted["dir"] / "delta.db", "clean-full")
+    written_at_k3 = _stored_messages(converted["source"], "clean-delta-k3")
+    assert len(delta_from_full) == len(written_at_k3)
+    for (_, head, metadata), (_, expected_head, expected_metadata) in zip(delta_from_full, written_at_k3, strict=True):
+        assert (head is None) == (expected_head is None)
+        assert metadata.get("counters_since_delta_snapshot") == expected_metadata.get("counters_since_delta_snapshot")
+        assert metadata["deerflow_checkpoint_channel_mode"] == "delta"
+
+
+def test_a_thread_already_at_the_cadence_is_copied_unchanged(converted: dict[str, Any]) -> None:
+    report: ConversionReport = converted["reports"]["delta"]
+    by_id = {t.thread_id: t for t in report.threads}
+    for thread_id in ("clean-delta-k3", "clean-delta-post-k3", "fork-update-k3", "interrupt-regenerate-k3"):
+        assert by_id[thread_id].refused is None and by_id[thread_id].rewritten == 0, thread_id
+    assert by_id["clean-delta-k10"].rewritten > 0 and by_id["clean-full"].rewritten == by_id["clean-full"].checkpoints
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+@pytest.mark.parametrize(("output", "mode"), [("delta.db", "delta"), ("full.db", "full")], ids=["to-delta", "to-full"])
+def test_every_thread_continues_the_same(converted: dict[str, Any], tmp_path: Path, output: str, mode: str) -> None:
+    """One more turn on the source (in its writer's mode) and on the output (in the target mode) leaves the
+    same state: the next turn reads its history whole in the converted store."""
+    manifest: Manifest = converted["manifest"]
+    shutil.copy(converted["source"], tmp_path / "source.db")
+    shutil.copy(converted["dir"] / output, tmp_path / "output.db")
+    source, target = _Reader(tmp_path / "source.db", manifest), _Reader(tmp_path / "output.db", manifest)
+    continued = 0
+    try:
+        for thread in _readable(manifest, converted["reports"][mode]):
+            config = run_config(thread.thread_id, thread.writers[-1].mode)
+            if source.graph(thread, None, None).get_state(config).next:
+                continue  # an interrupted head waits for a resume, not for new input
+            turn = {"messages": [HumanMessage(content="one more turn", id="h-one-more")]}
+            was = source.graph(thread, None, None).invoke(turn, config)
+            now = target.graph(thread, mode, 3).invoke(turn, run_config(thread.thread_id, mode))
+            assert now == was, thread.thread_id
+            continued += 1
+    finally:
+        source.close()
+        target.close()
+    assert continued >= 18
+
+
+def test_app_tables_are_copied_and_a_hostile_snapshot_is_refused(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """DeerFlow keeps its own tables in the same file: they are copied row for row. A snapshot that names
+    os.system refuses its thread alone (CK105) and is copied as it is; every other thread converts."""
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as connection:
+        connection.execute("CREATE TABLE threads_meta (thread_id TEXT PRIMARY KEY, title TEXT, data BLOB)")
+        connection.executemany(
+            "INSERT INTO threads_meta VALUES (?, ?, ?)", [(f"t{i}", f"title {i}", bytes([i])) for i in range(50)]
+        )
+        # A snapshot whose list holds an ext naming os.system, in place of clean-delta-k3's first snapshot.
+        hostile = _hostile_snapshot_checkpoint(connection, "clean-delta-k3")
+    before = _digest(source)
+    report = _convert(source, tmp_path / "out.db", TargetMode.DELTA, 10)
+    assert _digest(source) == before
+    by_id = {t.thread_id: t for t in report.threads}
+    assert by_id["clean-delta-k3"].refused is not None and "CK105" in by_id["clean-delta-k3"].refused
+    assert by_id["clean-delta-k1"].refused is None and by_id["clean-full"].refused is None
+    with sqlite3.connect(source) as a, sqlite3.connect(tmp_path / "out.db") as b:
+        rows = "SELECT * FROM threads_meta ORDER BY thread_id"
+        assert a.execute(rows).fetchall() == b.execute(rows).fetchall()
+        stored = "SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?"
+        assert a.execute(stored, (hostile,)).fetchone() == b.execute(stored, (hostile,)).fetchone()
+
+
+def _hostile_snapshot_checkpoint(connection: sqlite3.Connection, thread_id: str) -> str:
+    import msgspec
+
+    from deerflow_ckpt.analysis.conversion import ext_value, snapshot_value
+
+    checkpoint_id, data = connection.execute(
+        "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+        "AND instr(checkpoint, X'c70107') = 0 ORDER BY checkpoint_id",
+        (thread_id,),
+    ).fetchall()[5]
+    values = msgspec.msgpack.decode(data, type=dict[str, msgspec.Raw])
+    channel = msgspec.msgpack.decode(values["channel_values"], type=dict[str, msgspec.Raw])
+    call = ext_value(0, msgspec.msgpack.encode(["os", "system", "echo pwned"]))
+    channel["messages"] = msgspec.Raw(snapshot_value(b"\x91" + call))
+    values["channel_values"] = msgspec.Raw(msgspec.msgpack.encode(channel))
+    connection.execute(
+        "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+        (msgspec.msgpack.encode(values), thread_id, checkpoint_id),
+    )
+    return str(checkpoint_id)
+
+
+def test_cli_refuses_to_write_where_it_reads(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    onto = run_ckpt("convert", "--db", str(source), "--to", "full", "-o", str(source))
+    assert onto.exit_code == 2 and "is the source database" in onto.stderr
+    (tmp_path / "taken.db").write_bytes(b"keep me")
+    taken = run_ckpt("convert", "--db", str(source), "--to", "full", "-o", str(tmp_path / "taken.db"))
+    assert taken.exit_code == 2 and "exists" in taken.stderr
+    assert (tmp_path / "taken.db").read_bytes() == b"keep me"
+    done = run_ckpt(
+        "convert", "--db", str(source), "--to", "delta", "--snapshot-frequency", "10", "-o", str(tmp_path / "new.db")
+    )
+    assert done.exit_code == 0, done.stderr
+    assert "delta mode at K=10" in done.stdout and "refused: thread fault-ck105-pickle" in done.stdout
+    as_json = run_ckpt(
+        "convert", "--db", str(source), "--to", "full", "-o", str(tmp_path / "full.db"), "--format", "json"
+    )
+    document = json.loads(as_json.stdout)
+    assert document["schema_version"] == 1 and document["mode"] == "full"
+    assert (
+        document["totals"]["converted_threads"] + document["totals"]["refused_threads"] == document["totals"]["threads"]
+    )
+    assert not list(tmp_path.glob(".*ckpt-tmp*"))
