@@ -24,10 +24,10 @@ from deerflow_ckpt.analysis.shape import ShapeSettings
 from deerflow_ckpt.commands.convert import ConversionReport, ConvertRequest, convert
 from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
 from deerflow_ckpt.store.source import DatabaseChoice, SqliteTarget
-from fixtures.dbbuilder.backends import SqliteBackend
+from fixtures.dbbuilder.backends import PostgresBackend, SqliteBackend
 from fixtures.dbbuilder.content import TextPool
 from fixtures.dbbuilder.graphs import GraphFactory, GraphSpec, run_config
-from fixtures.dbbuilder.manifest import Manifest, ThreadRecord
+from fixtures.dbbuilder.manifest import Manifest, ThreadRecord, Writer
 from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
 
@@ -63,10 +63,13 @@ def converted(built_sqlite: BuiltDatabase, tmp_path_factory: pytest.TempPathFact
 
 
 class _Reader:
-    """A saver on one database file, and the fixture graphs on it in one mode (or the writer's own)."""
+    """A saver on one database (a SQLite file, or a Postgres DSN and schema), and the fixture graphs on it in
+    one mode (or the writer's own)."""
 
-    def __init__(self, path: Path, manifest: Manifest) -> None:
-        self.backend = SqliteBackend(str(path), None)
+    def __init__(self, where: Path | tuple[str, str | None], manifest: Manifest) -> None:
+        self.backend: Any = (
+            SqliteBackend(str(where), None) if isinstance(where, Path) else PostgresBackend(where[0], where[1], None)
+        )
         self.factory = GraphFactory(self.backend.plain, TextPool(manifest.seed, manifest.message_bytes))
 
     def graph(self, thread: ThreadRecord, mode: str | None, cadence: int | None) -> Any:
@@ -75,7 +78,7 @@ class _Reader:
         cadence = (cadence or writer.cadence or 10) if mode == "delta" else None
         return self.factory.get(GraphSpec(writer.graph, mode, cadence, writer.ticks_per_turn))
 
-    def state(self, thread: ThreadRecord, checkpoint_id: str, mode: str | None, cadence: int | None) -> Any:
+    def state(self, thread: ThreadRecord, checkpoint_id: str | None, mode: str | None, cadence: int | None) -> Any:
         graph = self.graph(thread, mode, cadence)
         config = run_config(thread.thread_id, mode or thread.writers[-1].mode, checkpoint_id)
         snapshot = graph.get_state(config)
@@ -358,3 +361,88 @@ def test_cli_refuses_to_write_where_it_reads(built_sqlite: BuiltDatabase, tmp_pa
         document["totals"]["converted_threads"] + document["totals"]["refused_threads"] == document["totals"]["threads"]
     )
     assert not list(tmp_path.glob(".*ckpt-tmp*"))
+
+
+def _invoke_turns(path: Path, manifest: Manifest, thread_id: str, graph: str, turns: int, prefix: str) -> None:
+    backend = SqliteBackend(str(path), None)
+    try:
+        factory = GraphFactory(backend.plain, TextPool(manifest.seed, manifest.message_bytes))
+        compiled = factory.get(GraphSpec(graph, "delta", 3))
+        for turn in range(turns):
+            human = HumanMessage(content=f"{prefix} {turn}", id=f"h-{prefix}-{turn}")
+            compiled.invoke({"messages": [human]}, run_config(thread_id, "delta"))
+    finally:
+        backend.close()
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+def test_catch_up_converts_only_what_the_source_gained(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A second run converts the threads that gained checkpoints and the new ones, carries the rest over, and
+    copies the app tables afresh; the caught-up output reads every checkpoint of the changed threads the same."""
+    manifest = built_sqlite.manifest
+    source, output = tmp_path / "deerflow.db", tmp_path / "converted.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as connection:
+        connection.execute("CREATE TABLE threads_meta (thread_id TEXT PRIMARY KEY, title TEXT)")
+    first = _convert(source, output, TargetMode.DELTA, 3)
+    _invoke_turns(source, manifest, "clean-delta-k1", "respond", 2, "later")
+    _invoke_turns(source, manifest, "brand-new-thread", "respond", 3, "new")
+    with sqlite3.connect(source) as connection:
+        connection.execute("INSERT INTO threads_meta VALUES ('brand-new-thread', 'made after the first run')")
+    request = ConvertRequest(
+        DatabaseChoice(SqliteTarget(source), "test"), ConversionSettings(TargetMode.DELTA, 3), output, catch_up=True
+    )
+    caught = convert(request)
+    assert sorted(t.thread_id for t in caught.threads) == ["brand-new-thread", "clean-delta-k1"]
+    assert caught.carried_over == len(first.threads) - 1
+    with sqlite3.connect(output) as connection:
+        assert connection.execute("SELECT title FROM threads_meta").fetchall() == [("made after the first run",)]
+    reader_source, reader_output = _Reader(source, manifest), _Reader(output, manifest)
+    try:
+        for thread_id in ("clean-delta-k1", "brand-new-thread"):
+            thread = ThreadRecord(thread_id, "test", "sqlite", [Writer("delta", 3, "respond")], 0)
+            ids = _checkpoint_ids(source, thread_id)
+            assert len(ids) >= 9
+            for checkpoint_id in ids:
+                was = reader_source.state(thread, checkpoint_id, None, None)
+                assert reader_output.state(thread, checkpoint_id, "delta", 3) == was, (thread_id, checkpoint_id)
+    finally:
+        reader_source.close()
+        reader_output.close()
+    assert _findings(output) <= _findings(source)
+
+
+def test_a_live_writer_gets_a_consistent_copy(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """Turns written while convert copies the source: the output holds a consistent state (a prefix of the
+    writer's turns, nothing torn), and the source stays a sound database written only by its writer."""
+    import threading
+
+    manifest = built_sqlite.manifest
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    stop = threading.Event()
+
+    def write() -> None:
+        turn = 0
+        while not stop.is_set() and turn < 200:
+            _invoke_turns(source, manifest, "live-thread", "respond", 1, f"live{turn}")
+            turn += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        outputs = []
+        for round_ in range(3):
+            outputs.append(tmp_path / f"out{round_}.db")
+            result = run_ckpt(
+                "convert", "--db", str(source), "--to", "delta", "--snapshot-frequency", "3", "-o", str(outputs[-1]),
+                process=True, timeout=300,
+            )  # fmt: skip
+            assert result.exit_code == 0, result.stderr
+    finally:
+        stop.set()
+        writer.join()
+    with sqlite3.connect(source) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    for output in outputs:
+        assert _findings(output) <= _findings(source)

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from deerflow_ckpt.analysis.conversion import CheckpointTarget, ConversionSettings, LineagePlanner, TargetMode
 from deerflow_ckpt.analysis.replay import prove_lineage
 from deerflow_ckpt.analysis.shape import LineageResult, ShapeSettings
 from deerflow_ckpt.analysis.what_if import delta_what_if, full_what_if, what_if_steps
 from deerflow_ckpt.commands.verify_shape import conversation, iter_thread_results
+from deerflow_ckpt.config.history_cache import HistoryCache
 from deerflow_ckpt.errors import OutputError, StoreError
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.convert_sqlite import (
     SqliteRowWriter,
+    catch_up,
     copy_database,
     file_bytes,
     sidecars,
@@ -29,20 +33,16 @@ from deerflow_ckpt.store.convert_sqlite import (
     temporary_beside,
 )
 from deerflow_ckpt.store.history import SqliteLineageHistories
-from deerflow_ckpt.store.messages import HistoryCheckpoint, StoredMessage
+from deerflow_ckpt.store.lean import ext_header
+from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, StoredMessage
 from deerflow_ckpt.store.readers import open_reader
-from deerflow_ckpt.store.rewrite import (
-    RowNotRewritable,
-    delta_metadata,
-    full_metadata,
-    has_messages_version,
-    metadata_bytes,
-    metadata_dict,
-    split_checkpoint,
-    with_messages,
-)
+from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.rewrite import RowChange, RowNotRewritable
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
-from deerflow_ckpt.store.source import DatabaseChoice, SqliteTarget
+from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, PostgresTarget, SqliteTarget
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.store.convert_postgres import SourceFingerprint
 
 # Findings that refuse a thread: its reads are already broken (a dangling snapshot marker, a missing parent,
 # a parent link the walk cannot follow, pruned writes, a stored list that differs from its writes), or a
@@ -65,8 +65,14 @@ class ConvertRequest:
     choice: DatabaseChoice
     settings: ConversionSettings
     # SQLite: the new database file (must not exist).
-    output: Path
+    output: Path | None = None
+    # Postgres: the new schema that receives the converted copies of the saver's tables.
+    target_schema: str | None = None
     thread_ids: tuple[str, ...] | None = None
+    # Bring an existing output up to date: only threads the source changed since are converted again.
+    catch_up: bool = False
+    # DeerFlow's Redis history cache for this database, where the config that chose it enables one.
+    history_cache: HistoryCache | None = None
 
 
 @dataclass
@@ -79,9 +85,12 @@ class ThreadConversion:
     rewritten: int = 0
     # Why the thread was copied unchanged instead (None: converted).
     refused: str | None = None
-    # Stored column bytes of its checkpoint rows (checkpoint + metadata), before and after.
-    bytes_before: int = 0
-    bytes_after: int = 0
+    # Stored bytes of its checkpoint rows (checkpoint + metadata) and, on Postgres, of its messages blobs,
+    # before and after.
+    checkpoint_bytes_before: int = 0
+    checkpoint_bytes_after: int = 0
+    blob_bytes_before: int = 0
+    blob_bytes_after: int = 0
     # Message values the target stores: snapshots (delta) or lists (full), and their bytes as the what-if
     # counts them; the what-if's prediction for the same lineages.
     stored_values: int = 0
@@ -93,15 +102,23 @@ class ThreadConversion:
 class ConversionReport:
     database: str
     found_via: str
+    backend: Backend
+    # The new file (SQLite) or schema (Postgres).
     output: str
     mode: TargetMode
     snapshot_frequency: int | None
     threads: list[ThreadConversion] = field(default_factory=list)
-    # Per saver table, stored column bytes before (the source) and after (the output); file sizes.
+    # Per saver table, stored value bytes before (the source) and after (the output); the database's size on
+    # disk (SQLite: the file; Postgres: the saver's tables with TOAST and indexes).
     tables_before: dict[str, int] = field(default_factory=dict)
     tables_after: dict[str, int] = field(default_factory=dict)
-    file_before: int = 0
-    file_after: int = 0
+    disk_before: int = 0
+    disk_after: int = 0
+    # Postgres: what the swap script checks and moves (None on SQLite).
+    fingerprint: SourceFingerprint | None = None
+    # --catch-up: threads the source had not changed since the previous run, carried over as converted then.
+    carried_over: int | None = None
+    history_cache: HistoryCache | None = None
 
     @property
     def converted(self) -> list[ThreadConversion]:
@@ -116,74 +133,178 @@ class _Refused(Exception):
     """Why a thread cannot be converted; its rewrites are rolled back."""
 
 
-def refuse_output(output: Path, source: SqliteTarget) -> None:
-    """The output must be a new file, and neither the source nor one of its companion files."""
+class _LineageRewrite(Protocol):
+    def has_version(self, checkpoint_id: str) -> bool: ...
+
+    def store(self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None) -> RowChange: ...
+
+    def finish(self) -> tuple[int, int]: ...
+
+
+class _Writer(Protocol):
+    def thread(self) -> AbstractContextManager[None]: ...
+
+    def lineage(self, thread_id: str, checkpoint_ns: str, delta: bool) -> _LineageRewrite: ...
+
+
+def refuse_output(output: Path, source: SqliteTarget, catch_up: bool) -> None:
+    """The output must be a new file (with --catch-up: a regular file, the previous run's), and neither the
+    source nor one of its companion files."""
     resolved = output.expanduser().resolve()
     own = source.path.expanduser().resolve()
     if resolved == own or resolved in sidecars(own):
         raise OutputError(f"--output {output} is the source database: convert never writes where it reads")
+    if catch_up:
+        if not output.is_file() or output.is_symlink():
+            raise OutputError(f"--catch-up: --output {output} is not the regular file a previous run wrote")
+        return
     if output.exists() or output.is_symlink():
-        raise OutputError(f"--output {output} exists: convert writes a new file (remove it, or name another)")
+        raise OutputError(
+            f"--output {output} exists: convert writes a new file (remove it, name another, or --catch-up)"
+        )
     if not output.parent.is_dir():
         raise OutputError(f"--output {output}: {output.parent} is not a directory")
 
 
 def convert(request: ConvertRequest, progress: Callable[[int], None] | None = None) -> ConversionReport:
-    """Write `request.output`: the source's consistent copy with every convertible thread converted."""
+    """Write the converted copy: a new SQLite file, or a new Postgres schema."""
     source = request.choice.target
-    if not isinstance(source, SqliteTarget):
-        raise StoreError("convert writes SQLite outputs only so far; a PostgreSQL source is not converted yet")
-    refuse_output(request.output, source)
     settings = request.settings
+    mode_k = settings.snapshot_frequency if settings.mode is TargetMode.DELTA else None
+    if isinstance(source, SqliteTarget):
+        if request.output is None:
+            raise OutputError("convert needs --output NEW.db for a SQLite source")
+        report = ConversionReport(
+            source.describe(), request.choice.found_via, Backend.SQLITE, str(request.output), settings.mode, mode_k
+        )
+        report.history_cache = request.history_cache
+        _convert_sqlite(source, request.output, request, report, progress)
+        return report
+    assert isinstance(source, PostgresTarget)
+    if not request.target_schema:
+        raise OutputError("convert needs --target-schema NAME for a PostgreSQL source")
     report = ConversionReport(
-        source.describe(),
-        request.choice.found_via,
-        str(request.output),
-        settings.mode,
-        settings.snapshot_frequency if settings.mode is TargetMode.DELTA else None,
+        source.describe(), request.choice.found_via, Backend.POSTGRES, request.target_schema, settings.mode, mode_k
     )
-    copy = temporary_beside(request.output)
-    try:
-        wal = copy_database(source, copy)
-        report.file_before = file_bytes(source.path.expanduser().resolve())
-        report.tables_before = table_bytes(copy)
-        _convert_copy(copy, request, report, progress, wal)
-        report.tables_after = table_bytes(copy)
-        os.replace(copy, request.output)
-        report.file_after = file_bytes(request.output)
-    finally:
-        for leftover in (copy, *sidecars(copy)):
-            leftover.unlink(missing_ok=True)
+    report.history_cache = request.history_cache
+    _convert_postgres(source, request.target_schema, request, report, progress)
     return report
 
 
-def _convert_copy(
-    copy: Path,
+def _convert_sqlite(
+    source: SqliteTarget,
+    output: Path,
     request: ConvertRequest,
     report: ConversionReport,
     progress: Callable[[int], None] | None,
-    wal: bool,
 ) -> None:
-    target = SqliteTarget(copy)
-    reader, backend = open_reader(target, sizes=True)
-    histories = SqliteLineageHistories(target)
-    writer = SqliteRowWriter(copy)
-    selection = ALL_THREADS if request.thread_ids is None else ThreadSelection(thread_ids=request.thread_ids)
+    refuse_output(output, source, request.catch_up)
+    copy = temporary_beside(output)
     try:
-        for results in iter_thread_results(reader, backend, ShapeSettings(), selection):
-            thread = _convert_thread(results, histories, writer, request.settings)
-            report.threads.append(thread)
-            if progress is not None:
-                progress(thread.checkpoints)
+        wal = copy_database(source, copy)
+        report.disk_before = file_bytes(source.path.expanduser().resolve())
+        report.tables_before = table_bytes(copy)
+        selection = _selection(request)
+        if request.catch_up:
+            changed, report.carried_over = catch_up(copy, output)
+            selection = _only(selection, changed)
+        target = SqliteTarget(copy)
+        histories = SqliteLineageHistories(target)
+        writer = SqliteRowWriter(copy)
+        try:
+            _convert_threads(target, histories.history, writer, selection, request.settings, report, progress)
+        finally:
+            histories.close()
+        writer.finish(wal)
+        report.tables_after = table_bytes(copy)
+        os.replace(copy, output)
+        report.disk_after = file_bytes(output)
     finally:
-        histories.close()
-    writer.finish(wal)
+        for leftover in (copy, *sidecars(copy)):
+            leftover.unlink(missing_ok=True)
+
+
+def _convert_postgres(
+    source: PostgresTarget,
+    schema: str,
+    request: ConvertRequest,
+    report: ConversionReport,
+    progress: Callable[[int], None] | None,
+) -> None:
+    from deerflow_ckpt.store.convert_postgres import (
+        PostgresRowWriter,
+        compact,
+        copy_tables,
+        relation_bytes,
+    )
+    from deerflow_ckpt.store.convert_postgres import table_bytes as pg_table_bytes
+    from deerflow_ckpt.store.history import PostgresHistoryReader
+
+    copy, fingerprint, changed = copy_tables(source, schema, request.catch_up)
+    report.fingerprint = fingerprint
+    report.tables_before = pg_table_bytes(source, fingerprint.schema)
+    report.disk_before = relation_bytes(source, fingerprint.schema, fingerprint.tables)
+    selection = _selection(request)
+    if changed is not None:
+        report.carried_over = changed[1]
+        selection = _only(selection, changed[0])
+    # The histories stream in the scan's order (thread, namespace, bytewise): each lineage takes the next.
+    stream = PostgresHistoryReader(copy).histories(selection)
+    pending: list[LineageHistory] = []
+
+    def history(lineage: Lineage) -> LineageHistory:
+        key = (lineage.thread_id, lineage.checkpoint_ns)
+        while True:
+            found = pending.pop() if pending else next(stream, None)
+            if found is None or (found.thread_id, found.checkpoint_ns) > key:
+                raise StoreError(f"the copy's history stream has no lineage {key!r}")
+            if (found.thread_id, found.checkpoint_ns) == key:
+                return found
+
+    writer = PostgresRowWriter(copy)
+    try:
+        _convert_threads(copy, history, writer, selection, request.settings, report, progress)
+    finally:
+        writer.close()
+        # Its read transaction holds the copies' locks: end it before they are compacted.
+        stream.close()
+    # A catch-up rewrote a few threads: a plain VACUUM keeps the window short; a first run compacts fully.
+    compact(copy, schema, fingerprint.tables, full=not request.catch_up)
+    report.tables_after = pg_table_bytes(copy, schema)
+    report.disk_after = relation_bytes(copy, schema, fingerprint.tables)
+
+
+def _selection(request: ConvertRequest) -> ThreadSelection:
+    return ALL_THREADS if request.thread_ids is None else ThreadSelection(thread_ids=request.thread_ids)
+
+
+def _only(selection: ThreadSelection, changed: list[str]) -> ThreadSelection:
+    """--catch-up: the threads the source changed, of those asked for."""
+    asked = selection.thread_ids
+    return ThreadSelection(thread_ids=tuple(t for t in changed if asked is None or t in asked))
+
+
+def _convert_threads(
+    copy: DatabaseTarget,
+    history: Callable[[Lineage], LineageHistory],
+    writer: _Writer,
+    selection: ThreadSelection,
+    settings: ConversionSettings,
+    report: ConversionReport,
+    progress: Callable[[int], None] | None,
+) -> None:
+    reader, backend = open_reader(copy, sizes=False)
+    for results in iter_thread_results(reader, backend, ShapeSettings(), selection):
+        thread = _convert_thread(results, history, writer, settings)
+        report.threads.append(thread)
+        if progress is not None:
+            progress(thread.checkpoints)
 
 
 def _convert_thread(
     results: list[LineageResult],
-    histories: SqliteLineageHistories,
-    writer: SqliteRowWriter,
+    history: Callable[[Lineage], LineageHistory],
+    writer: _Writer,
     settings: ConversionSettings,
 ) -> ThreadConversion:
     main = conversation(results)
@@ -196,83 +317,63 @@ def _convert_thread(
     try:
         with writer.thread():
             for result in results:
-                _convert_lineage(result, histories, writer, settings, thread)
+                _convert_lineage(result, history(result.lineage), writer, settings, thread)
     except _Refused as exc:
-        thread.refused = str(exc)
-        thread.rewritten = thread.bytes_after = thread.stored_values = thread.stored_value_bytes = 0
+        refused = ThreadConversion(thread.thread_id, thread.source_mode, thread.checkpoints, refused=str(exc))
+        return refused
     return thread
 
 
 def _convert_lineage(
     result: LineageResult,
-    histories: SqliteLineageHistories,
-    writer: SqliteRowWriter,
+    history: LineageHistory,
+    writer: _Writer,
     settings: ConversionSettings,
     thread: ThreadConversion,
 ) -> None:
     lineage = result.lineage
-    history = histories.history(lineage)
+    delta = settings.mode is TargetMode.DELTA
     planner = LineagePlanner(settings, {c.checkpoint_id: c for c in history.checkpoints})
     steps = what_if_steps(result.graph)
-    predicted = (
-        delta_what_if(steps, settings.snapshot_frequency, result.graph.backend)
-        if settings.mode is TargetMode.DELTA
-        else full_what_if(steps, result.graph.backend)
-    )
+    backend = result.graph.backend
+    predicted = delta_what_if(steps, settings.snapshot_frequency, backend) if delta else full_what_if(steps, backend)
     thread.predicted_value_bytes += predicted.retained_bytes
+    try:
+        rows = writer.lineage(lineage.thread_id, lineage.checkpoint_ns, delta)
+    except RowNotRewritable as exc:
+        raise _Refused(str(exc)) from None
 
     def store(checkpoint: HistoryCheckpoint, fold: list[StoredMessage] | None) -> None:
         if fold is None:
             raise _Refused(
                 f"the replay cannot follow it at checkpoint {checkpoint.checkpoint_id} (verify-shape --deep)"
             )
-        key = (lineage.thread_id, lineage.checkpoint_ns, checkpoint.checkpoint_id)
-        row = writer.row(*key)
-        if row is None:
-            raise _Refused(f"checkpoint {checkpoint.checkpoint_id}'s key is not stored as text")
-        kind, data, metadata = row
-        if kind != "msgpack" or not isinstance(data, bytes) or not isinstance(metadata, bytes | str):
-            raise _Refused(f"checkpoint {checkpoint.checkpoint_id} is not stored as msgpack")
         try:
-            top = split_checkpoint(data)
-            decided = planner.decide(checkpoint, fold, has_messages_version(top))
-            new_data = with_messages(top, decided.messages)
-            new_metadata = _metadata(metadata, settings, decided)
+            decided = planner.decide(checkpoint, fold, rows.has_version(checkpoint.checkpoint_id))
+            change = rows.store(checkpoint.checkpoint_id, decided.messages, decided.counters)
         except RowNotRewritable as exc:
             raise _Refused(f"checkpoint {checkpoint.checkpoint_id}: {exc}") from None
-        thread.bytes_before += len(data) + _length(metadata)
-        thread.bytes_after += len(new_data) + _length(new_metadata)
+        thread.checkpoint_bytes_before += change.before
+        thread.checkpoint_bytes_after += change.after
+        thread.rewritten += change.changed
         if decided.messages is not None:
             thread.stored_values += 1
-            thread.stored_value_bytes += _value_bytes(decided)
-        if new_data != data or new_metadata != metadata:
-            writer.update(key, new_data, new_metadata)
-            thread.rewritten += 1
+            thread.stored_value_bytes += _value_bytes(decided, backend)
 
     proof = prove_lineage(history, store)
     if proof.unprovable:
         raise _Refused(f"its replay cannot be proven: {proof.unprovable[0]}")
     if proof.differing:
         raise _Refused("a stored list differs from the replay of its writes (CK106)")
+    before, after = rows.finish()
+    thread.blob_bytes_before += before
+    thread.blob_bytes_after += after
 
 
-def _metadata(raw: bytes | str, settings: ConversionSettings, decided: CheckpointTarget) -> bytes | str:
-    metadata = metadata_dict(raw)
-    if settings.mode is TargetMode.DELTA:
-        return metadata_bytes(delta_metadata(metadata, decided.counters), raw)
-    return metadata_bytes(full_metadata(metadata), raw)
-
-
-def _value_bytes(decided: CheckpointTarget) -> int:
-    """As the what-if counts a SQLite value: a snapshot's ext payload, a list whole."""
+def _value_bytes(decided: CheckpointTarget, backend: Backend) -> int:
+    """As the what-if counts a value: a snapshot's ext payload inline in SQLite, a Postgres blob whole."""
     assert decided.messages is not None
-    if not decided.snapshot:
+    if not decided.snapshot or backend is Backend.POSTGRES:
         return len(decided.messages)
-    from deerflow_ckpt.store.lean import ext_header
-
     header = ext_header(decided.messages)
     return len(decided.messages) - (header[1] if header is not None else 0)
-
-
-def _length(value: bytes | str) -> int:
-    return len(value.encode()) if isinstance(value, str) else len(value)

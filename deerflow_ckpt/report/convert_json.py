@@ -32,10 +32,15 @@ def conversion_to_json(report: ConversionReport) -> str:
             "stored_value_bytes": sum(t.stored_value_bytes for t in converted),
             "predicted_value_bytes": sum(t.predicted_value_bytes for t in converted),
         },
+        "carried_over_threads": report.carried_over,
+        "history_cache": None
+        if report.history_cache is None
+        else {"key_prefix": report.history_cache.key_prefix, "prefix_origin": report.history_cache.prefix_origin},
         "tables_before": report.tables_before,
         "tables_after": report.tables_after,
-        "file_bytes_before": report.file_before,
-        "file_bytes_after": report.file_after,
+        "backend": str(report.backend),
+        "disk_bytes_before": report.disk_before,
+        "disk_bytes_after": report.disk_after,
         "threads": [dataclasses.asdict(thread) for thread in report.threads],
     }
     return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"

@@ -9,6 +9,7 @@ from rich.text import Text
 from deerflow_ckpt.analysis.storage import human_bytes
 from deerflow_ckpt.commands.convert import ConversionReport
 from deerflow_ckpt.report.printable import printable
+from deerflow_ckpt.store.records import Backend
 
 
 def _mode(report: ConversionReport) -> str:
@@ -35,10 +36,14 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
             f"{rewritten:,} rewritten), {len(refused)} refused and copied unchanged"
         )
     )
+    if report.carried_over is not None:
+        carried = report.carried_over
+        console.print(Text(f"  caught up: {carried} threads unchanged since the previous run, carried over"))
     for table in sorted(report.tables_before):
         before, after = report.tables_before[table], report.tables_after.get(table, 0)
         console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
-    console.print(Text(f"  file: {_change(report.file_before, report.file_after)}"))
+    disk = "file" if report.backend is Backend.SQLITE else "saver tables on disk"
+    console.print(Text(f"  {disk}: {_change(report.disk_before, report.disk_after)}"))
     stored = sum(t.stored_value_bytes for t in converted)
     predicted = sum(t.predicted_value_bytes for t in converted)
     values = sum(t.stored_values for t in converted)
@@ -52,11 +57,27 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
     )
     for thread in refused:
         console.print(Text(printable(f"  refused: thread {thread.thread_id} ({thread.source_mode}): {thread.refused}")))
-    console.print(
-        Text(
-            printable(
-                f"Next: ckpt verify-shape --deep --db {report.output}; stop DeerFlow, swap the files (keep the old "
-                "one), start DeerFlow in the converted mode"
+    cache = report.history_cache
+    if cache is not None and converted:
+        console.print(
+            Text(
+                printable(
+                    f"  DeerFlow's history cache (redis, key prefix {cache.key_prefix}, {cache.prefix_origin}) still "
+                    "holds the histories of the converted checkpoints as they were stored before: after the switch "
+                    f"and before DeerFlow starts, unlink every key matching {cache.key_prefix}:* (per thread: "
+                    f"{cache.thread_pattern('<thread_id>')}), e.g. redis-cli --scan --pattern "
+                    f"'{cache.key_prefix}:*' | xargs -r redis-cli unlink"
+                )
             )
         )
-    )
+    if report.backend is Backend.SQLITE:
+        steps = (
+            f"ckpt verify-shape --deep --db {report.output}; stop DeerFlow, catch up (ckpt convert --catch-up), "
+            "swap the files (keep the old one), start DeerFlow in the converted mode"
+        )
+    else:
+        steps = (
+            f"ckpt verify-shape --deep --schema {report.output} (same --db); stop DeerFlow, catch up (ckpt convert "
+            "--catch-up), run the switch script with psql, start DeerFlow in the converted mode"
+        )
+    console.print(Text(printable(f"Next: {steps}")))

@@ -10,6 +10,7 @@ Tables other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -19,6 +20,16 @@ from typing import Any
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import TEMPORARY_SUFFIX
+from deerflow_ckpt.store.rewrite import (
+    RowChange,
+    RowNotRewritable,
+    converted_metadata,
+    has_messages_version,
+    metadata_bytes,
+    metadata_dict,
+    split_checkpoint,
+    with_messages,
+)
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly
 
@@ -62,6 +73,49 @@ def copy_database(source: SqliteTarget, copy: Path) -> bool:
     return wal
 
 
+# Per thread: what tells a thread that gained (or lost) rows from one that did not. LangGraph only appends
+# checkpoints and writes, under ids that grow with time, so a count and the id range are enough.
+_THREAD_ROWS = """
+SELECT c.thread_id, c.n, c.lo, c.hi, coalesce(w.n, 0), w.lo, w.hi FROM
+  (SELECT thread_id, count(*) AS n, min(checkpoint_id) AS lo, max(checkpoint_id) AS hi
+   FROM {db}.checkpoints GROUP BY thread_id) AS c
+LEFT JOIN
+  (SELECT thread_id, count(*) AS n, min(checkpoint_id) AS lo, max(checkpoint_id) AS hi
+   FROM {db}.writes GROUP BY thread_id) AS w
+ON w.thread_id = c.thread_id
+"""
+
+
+def _thread_rows(connection: sqlite3.Connection, db: str) -> dict[Any, tuple[Any, ...]]:
+    return {row[0]: row[1:] for row in connection.execute(_THREAD_ROWS.format(db=db))}
+
+
+def catch_up(copy: Path, previous: Path) -> tuple[list[str], int]:
+    """Carry the previous output's rows of every thread the source has not changed since into the fresh copy;
+    return the threads to convert (new or changed, text ids only) and how many were carried over."""
+    connection = sqlite3.connect(copy.resolve().as_uri(), uri=True, isolation_level=None)
+    try:
+        connection.execute("ATTACH DATABASE ? AS previous", (previous.resolve().as_uri() + "?mode=ro",))
+        fresh, before = _thread_rows(connection, "main"), _thread_rows(connection, "previous")
+        unchanged = [t for t, rows in fresh.items() if type(t) is str and before.get(t) == rows]
+        changed = sorted(t for t in fresh if type(t) is str and t not in set(unchanged))
+        connection.execute("BEGIN IMMEDIATE")
+        ids = json.dumps(unchanged)
+        connection.execute("DELETE FROM main.checkpoints WHERE thread_id IN (SELECT value FROM json_each(?))", (ids,))
+        connection.execute(
+            "INSERT INTO main.checkpoints SELECT * FROM previous.checkpoints "
+            "WHERE thread_id IN (SELECT value FROM json_each(?))",
+            (ids,),
+        )
+        connection.execute("COMMIT")
+        connection.execute("DETACH DATABASE previous")
+    except sqlite3.Error as exc:
+        raise StoreError(f"catching up {previous} failed: {exc}") from None
+    finally:
+        connection.close()
+    return changed, len(unchanged)
+
+
 class SqliteRowWriter:
     """Rewrites checkpoint rows of the copy, one thread per transaction."""
 
@@ -77,6 +131,9 @@ class SqliteRowWriter:
 
     def update(self, key: tuple[str, str, str], checkpoint: bytes, metadata: bytes | str) -> None:
         self._connection.execute(_UPDATE, (checkpoint, metadata, *key))
+
+    def lineage(self, thread_id: str, checkpoint_ns: str, delta: bool) -> SqliteLineageRewrite:
+        return SqliteLineageRewrite(self, thread_id, checkpoint_ns, delta)
 
     @contextmanager
     def thread(self) -> Iterator[None]:
@@ -105,6 +162,45 @@ class SqliteRowWriter:
 
     def close(self) -> None:
         self._connection.close()
+
+
+class SqliteLineageRewrite:
+    """One lineage's checkpoints, rewritten one by one as the proof reaches them."""
+
+    def __init__(self, writer: SqliteRowWriter, thread_id: str, checkpoint_ns: str, delta: bool) -> None:
+        self._writer = writer
+        self._key = (thread_id, checkpoint_ns)
+        self._delta = delta
+        self._row: tuple[str, dict[str, Any], bytes, bytes | str] | None = None
+
+    def has_version(self, checkpoint_id: str) -> bool:
+        row = self._writer.row(*self._key, checkpoint_id)
+        if row is None:
+            raise RowNotRewritable(f"checkpoint {checkpoint_id}'s key is not stored as text")
+        kind, data, metadata = row
+        if kind != "msgpack" or not isinstance(data, bytes) or not isinstance(metadata, bytes | str):
+            raise RowNotRewritable(f"checkpoint {checkpoint_id} is not stored as msgpack")
+        top = split_checkpoint(data)
+        self._row = (checkpoint_id, top, data, metadata)
+        return has_messages_version(top)
+
+    def store(self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None) -> RowChange:
+        assert self._row is not None and self._row[0] == checkpoint_id
+        _, top, data, metadata = self._row
+        new_data = with_messages(top, messages)
+        new_metadata = metadata_bytes(converted_metadata(metadata_dict(metadata), self._delta, counters), metadata)
+        changed = new_data != data or new_metadata != metadata
+        if changed:
+            self._writer.update((*self._key, checkpoint_id), new_data, new_metadata)
+        return RowChange(len(data) + _length(metadata), len(new_data) + _length(new_metadata), changed)
+
+    def finish(self) -> tuple[int, int]:
+        """Every row was written as it was decided; SQLite keeps no blobs apart."""
+        return 0, 0
+
+
+def _length(value: bytes | str) -> int:
+    return len(value.encode()) if isinstance(value, str) else len(value)
 
 
 def file_bytes(path: Path) -> int:

@@ -83,7 +83,8 @@ def _json_value(data: str | bytes) -> Any:
         return None
 
 
-def connect(target: PostgresTarget) -> Any:
+def connect(target: PostgresTarget, writable: bool = False) -> Any:
+    """A connection whose transactions are read-only; `writable` only for `ckpt convert`'s own copy."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types.json import set_json_loads
@@ -93,7 +94,7 @@ def connect(target: PostgresTarget) -> Any:
     # server ends our session if it sits idle in its transaction past the network timeout (the client is
     # gone), and gives up on a lock after lock_timeout. statement_timeout stays the role's unless asked.
     settings = [
-        "default_transaction_read_only=on",
+        f"default_transaction_read_only={'off' if writable else 'on'}",
         "jit=off",
         f"lock_timeout={int(timeouts.lock * 1000)}",
         f"idle_in_transaction_session_timeout={int((timeouts.network + 30) * 1000)}",
@@ -110,7 +111,7 @@ def connect(target: PostgresTarget) -> Any:
     except Exception as exc:  # psycopg raises many kinds; the message may echo the DSN
         raise StoreError(f"cannot connect to {target.describe()}: {redact(str(exc)).strip()}") from None
     # Belt and braces over the session default: every transaction begins READ ONLY.
-    connection.read_only = True
+    connection.read_only = not writable
     set_json_loads(_json_value, connection)
     return connection
 

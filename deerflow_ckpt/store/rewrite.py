@@ -10,6 +10,7 @@ as the savers write it (`json.dumps(..., ensure_ascii=False)`).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -23,6 +24,15 @@ COUNTERS = "counters_since_delta_snapshot"
 _map = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
 _versions = msgspec.msgpack.Decoder(dict[str, Any])
 _encoder = msgspec.msgpack.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One checkpoint rewritten: its stored bytes before and after, and whether anything changed."""
+
+    before: int
+    after: int
+    changed: bool
 
 
 class RowNotRewritable(Exception):
@@ -116,3 +126,7 @@ def metadata_bytes(metadata: dict[str, Any], like: bytes | str) -> bytes | str:
     """Serialized as the savers serialize metadata, in the stored value's own type (SQLite keeps either)."""
     text = json.dumps(metadata, ensure_ascii=False)
     return text if isinstance(like, str) else text.encode()
+
+
+def converted_metadata(metadata: dict[str, Any], delta: bool, counters: tuple[int, int] | None) -> dict[str, Any]:
+    return delta_metadata(metadata, counters) if delta else full_metadata(metadata)
