@@ -1,5 +1,7 @@
 """ckpt convert on SQLite databases written by real graphs: every checkpoint reads the same in the target mode.
 
+Every namespace is read: the conversation and the subgraphs' own.
+
 The oracle is LangGraph itself: each checkpoint of the source is read through the real saver and the graph of
 its last writer's mode, each checkpoint of the output through the same graph compiled in the target mode, and
 the states (values, next, tasks, pending writes) must be equal. Threads then continue one more turn on both
@@ -78,9 +80,14 @@ class _Reader:
         cadence = (cadence or writer.cadence or 10) if mode == "delta" else None
         return self.factory.get(GraphSpec(writer.graph, mode, cadence, writer.ticks_per_turn))
 
-    def state(self, thread: ThreadRecord, checkpoint_id: str | None, mode: str | None, cadence: int | None) -> Any:
+    def state(
+        self, thread: ThreadRecord, checkpoint_id: str | None, mode: str | None, cadence: int | None, ns: str = ""
+    ) -> Any:
         graph = self.graph(thread, mode, cadence)
         config = run_config(thread.thread_id, mode or thread.writers[-1].mode, checkpoint_id)
+        if ns:
+            # A subgraph's namespace: LangGraph finds the subgraph by it and reads its own checkpoint.
+            config["configurable"]["checkpoint_ns"] = ns
         snapshot = graph.get_state(config)
         pending = self.backend.plain.get_tuple(config)
         return {
@@ -95,12 +102,16 @@ class _Reader:
 
 
 def _checkpoint_ids(path: Path, thread_id: str) -> list[str]:
+    return [checkpoint_id for ns, checkpoint_id in _checkpoint_keys(path, thread_id) if ns == ""]
+
+
+def _checkpoint_keys(path: Path, thread_id: str) -> list[tuple[str, str]]:
+    """(namespace, id) of every checkpoint of the thread, subgraph namespaces included."""
     with sqlite3.connect(path) as connection:
         rows = connection.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
-            (thread_id,),
+            "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2", (thread_id,)
         ).fetchall()
-    return [row[0] for row in rows]
+    return [(row[0], row[1]) for row in rows]
 
 
 def _readable(manifest: Manifest, report: ConversionReport) -> Iterator[ThreadRecord]:
@@ -129,19 +140,20 @@ def test_every_checkpoint_reads_the_same(
     manifest: Manifest = converted["manifest"]
     report = converted["reports"]["delta" if output == "delta.db" else "full"]
     source, target = _Reader(converted["source"], manifest), _Reader(converted["dir"] / output, manifest)
-    compared = threads = 0
+    compared = threads = subgraph = 0
     try:
         for thread in _readable(manifest, report):
             threads += 1
-            for checkpoint_id in _checkpoint_ids(converted["source"], thread.thread_id):
-                was = source.state(thread, checkpoint_id, None, None)
-                now = target.state(thread, checkpoint_id, mode, cadence)
-                assert now == was, (thread.thread_id, checkpoint_id)
+            for ns, checkpoint_id in _checkpoint_keys(converted["source"], thread.thread_id):
+                was = source.state(thread, checkpoint_id, None, None, ns)
+                now = target.state(thread, checkpoint_id, mode, cadence, ns)
+                assert now == was, (thread.thread_id, ns, checkpoint_id)
                 compared += 1
+                subgraph += ns != ""
     finally:
         source.close()
         target.close()
-    assert threads >= 20 and compared >= 600
+    assert threads >= 20 and compared >= 600 and subgraph >= 30
 
 
 def _metadata_rows(path: Path) -> list[dict[str, Any]]:
@@ -446,3 +458,74 @@ def test_a_live_writer_gets_a_consistent_copy(built_sqlite: BuiltDatabase, tmp_p
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     for output in outputs:
         assert _findings(output) <= _findings(source)
+
+
+# DeerFlow's history cache keys, restated from bytedance/deer-flow f1f4af99b,
+# backend/packages/harness/deerflow/runtime/checkpoint_cache/provider.py lines 25-61 (the credential-free
+# Postgres identity, the sha256 of the database identity, the ckpt-hist:v1: prefix) and base.py lines 43-45
+# (a thread's keys all start <prefix>:<thread_id>:).
+def _deerflow_prefix(identity: str) -> str:
+    return "ckpt-hist:v1:" + hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize(
+    ("url", "identity"),
+    [
+        ("postgresql://deer:s3cret@db.internal:6543/flow", "db.internal:6543/flow"),
+        ("postgresql+psycopg://deer:s3cret@db.internal/flow?sslmode=require", "db.internal:5432/flow"),
+        ("postgresql://deer@/flow", "localhost:5432/flow"),
+        ("postgresql://deer:pw@[::1]:5433/flow", "::1:5433/flow"),
+    ],
+)
+def test_history_cache_prefix_is_derived_as_deerflow_derives_it(url: str, identity: str) -> None:
+    from deerflow_ckpt.config.history_cache import history_cache
+
+    found = history_cache({"type": "redis"}, "postgres", url, "app", None)
+    assert found is not None and found.key_prefix == _deerflow_prefix(f"postgres:{identity}:app")
+    assert history_cache({"type": "memory"}, "postgres", url, "app", None) is None
+    assert history_cache({"type": "redis", "max_entries": 0}, "postgres", url, "app", None) is None
+    explicit = history_cache({"type": "redis", "key_prefix": "mine"}, "postgres", url, "app", None)
+    assert explicit is not None and explicit.key_prefix == "mine"
+
+
+def test_the_report_names_the_history_cache_to_purge(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(built_sqlite.db, data / "deerflow.db")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"database:\n  backend: sqlite\n  sqlite_dir: {data}\n  checkpoint_channel_mode: delta\n"
+        "  checkpoint_delta:\n    snapshot_frequency: 3\n  checkpoint_cache:\n    type: redis\n"
+    )
+    result = run_ckpt("convert", "--config", str(config), "--to", "full", "-o", str(tmp_path / "full.db"))
+    assert result.exit_code == 0, result.stderr
+    prefix = _deerflow_prefix(f"sqlite:{(data / 'deerflow.db').resolve()}")
+    assert f"key prefix {prefix}" in result.stdout and f"'{prefix}:*'" in result.stdout
+    plain = run_ckpt("convert", "--db", str(data / "deerflow.db"), "--to", "full", "-o", str(tmp_path / "f2.db"))
+    assert plain.exit_code == 0 and "history cache" not in plain.stdout
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+def test_odd_thread_ids_convert_and_read_the_same(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """Thread ids with quotes, a newline, ESC and non-ASCII convert like any other and keep their rows."""
+    manifest = built_sqlite.manifest
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    odd = 'it\'s "odd"\n\x1b[31m ü 🦌'
+    with sqlite3.connect(source) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'clean-full'", (odd,))
+    report = _convert(source, tmp_path / "out.db", TargetMode.DELTA, 3)
+    (converted,) = [t for t in report.threads if t.thread_id == odd]
+    assert converted.refused is None and converted.rewritten == converted.checkpoints
+    thread = next(t for t in manifest.threads if t.thread_id == "clean-full")
+    thread = ThreadRecord(odd, thread.scenario, "sqlite", thread.writers, thread.turns)
+    was, now = _Reader(source, manifest), _Reader(tmp_path / "out.db", manifest)
+    try:
+        for checkpoint_id in _checkpoint_ids(source, odd):
+            assert now.state(thread, checkpoint_id, "delta", 3) == was.state(thread, checkpoint_id, None, None)
+    finally:
+        was.close()
+        now.close()
+    text = run_ckpt("convert", "--db", str(source), "--to", "full", "-o", str(tmp_path / "f.db"))
+    assert text.exit_code == 0 and "\x1b" not in text.stdout + text.stderr

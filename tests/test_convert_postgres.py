@@ -37,15 +37,16 @@ def _drop(dsn: str, *schemas: str) -> None:
             connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def _checkpoint_ids(dsn: str, schema: str, thread_id: str) -> list[str]:
+def _checkpoint_keys(dsn: str, schema: str, thread_id: str) -> list[tuple[str, str]]:
+    """(namespace, id) of every checkpoint of the thread, subgraph namespaces included."""
     with psycopg.connect(dsn) as connection:
         rows = connection.execute(
-            sql.SQL("SELECT checkpoint_id FROM {} WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY 1").format(
+            sql.SQL("SELECT checkpoint_ns, checkpoint_id FROM {} WHERE thread_id = %s ORDER BY 1, 2").format(
                 sql.Identifier(schema, "checkpoints")
             ),
             (thread_id,),
         ).fetchall()
-    return [row[0] for row in rows]
+    return [(row[0], row[1]) for row in rows]
 
 
 @pytest.fixture(scope="module")
@@ -68,19 +69,20 @@ def test_every_checkpoint_reads_the_same_on_postgres(pg_converted: dict[str, Any
     manifest: Manifest = pg_converted["manifest"]
     dsn, schema = pg_converted["dsn"], pg_converted["schemas"][mode]
     source, target = _Reader((dsn, None), manifest), _Reader((dsn, schema), manifest)
-    compared = threads = 0
+    compared = threads = subgraph = 0
     try:
         for thread in _readable(manifest, pg_converted["reports"][mode]):
             threads += 1
-            for checkpoint_id in _checkpoint_ids(dsn, "public", thread.thread_id):
-                was = source.state(thread, checkpoint_id, None, None)
-                now = target.state(thread, checkpoint_id, mode, 3)
-                assert now == was, (thread.thread_id, checkpoint_id)
+            for ns, checkpoint_id in _checkpoint_keys(dsn, "public", thread.thread_id):
+                was = source.state(thread, checkpoint_id, None, None, ns)
+                now = target.state(thread, checkpoint_id, mode, 3, ns)
+                assert now == was, (thread.thread_id, ns, checkpoint_id)
                 compared += 1
+                subgraph += ns != ""
     finally:
         source.close()
         target.close()
-    assert threads >= 20 and compared >= 600
+    assert threads >= 20 and compared >= 600 and subgraph >= 30
 
 
 def test_postgres_shapes_are_the_target_modes(pg_converted: dict[str, Any]) -> None:
