@@ -96,6 +96,9 @@ class ThreadConversion:
     stored_values: int = 0
     stored_value_bytes: int = 0
     predicted_value_bytes: int = 0
+    # The what-if models one unbranched conversation that only appends messages from an empty start: there its
+    # prediction is exact; branches, removals, Overwrites, subgraph calls and stored starts make it differ.
+    modelled_exactly: bool = True
 
 
 @dataclass
@@ -338,6 +341,14 @@ def _convert_lineage(
     backend = result.graph.backend
     predicted = delta_what_if(steps, settings.snapshot_frequency, backend) if delta else full_what_if(steps, backend)
     thread.predicted_value_bytes += predicted.retained_bytes
+    graph = result.graph
+    records = graph.records
+    rewrote = any(record.removal_written or record.overwrite_written for record in records)
+    roots = graph.roots()
+    branched = any(len(children) > 1 for children in graph.children.values()) or len(roots) != 1
+    # A subgraph's input is the whole conversation again, and a start from a stored list has no writes before.
+    other_start = lineage.checkpoint_ns != "" or any(graph.stores_list_here(root) for root in roots)
+    thread.modelled_exactly = thread.modelled_exactly and not (rewrote or branched or other_start)
     try:
         rows = writer.lineage(lineage.thread_id, lineage.checkpoint_ns, delta)
     except RowNotRewritable as exc:

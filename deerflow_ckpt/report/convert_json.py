@@ -31,6 +31,9 @@ def conversion_to_json(report: ConversionReport) -> str:
             "stored_values": sum(t.stored_values for t in converted),
             "stored_value_bytes": sum(t.stored_value_bytes for t in converted),
             "predicted_value_bytes": sum(t.predicted_value_bytes for t in converted),
+            "modelled_threads": sum(t.modelled_exactly for t in converted),
+            "modelled_stored_value_bytes": sum(t.stored_value_bytes for t in converted if t.modelled_exactly),
+            "modelled_predicted_value_bytes": sum(t.predicted_value_bytes for t in converted if t.modelled_exactly),
         },
         "carried_over_threads": report.carried_over,
         "history_cache": None

@@ -44,17 +44,30 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
         console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
     disk = "file" if report.backend is Backend.SQLITE else "saver tables on disk"
     console.print(Text(f"  {disk}: {_change(report.disk_before, report.disk_after)}"))
-    stored = sum(t.stored_value_bytes for t in converted)
-    predicted = sum(t.predicted_value_bytes for t in converted)
-    values = sum(t.stored_values for t in converted)
     kind = "lists" if report.snapshot_frequency is None else "snapshots"
-    against = f", {(stored - predicted) / predicted:+.1%} against" if predicted else ""
+    values = sum(t.stored_values for t in converted)
     console.print(
-        Text(
-            f"  message {kind} stored: {values:,}, {human_bytes(stored)}; the what-if predicted "
-            f"{human_bytes(predicted)}{against} (ckpt inspect thread)"
-        )
+        Text(f"  message {kind} stored: {values:,}, {human_bytes(sum(t.stored_value_bytes for t in converted))}")
     )
+    modelled = [t for t in converted if t.modelled_exactly]
+    stored = sum(t.stored_value_bytes for t in modelled)
+    predicted = sum(t.predicted_value_bytes for t in modelled)
+    if modelled:
+        against = f" ({(stored - predicted) / predicted:+.1%})" if predicted else ""
+        console.print(
+            Text(
+                f"  the what-if (ckpt inspect thread) predicted {human_bytes(predicted)} for the {len(modelled)} "
+                f"threads it models exactly: stored {human_bytes(stored)}{against}"
+            )
+        )
+    others = len(converted) - len(modelled)
+    if others:
+        console.print(
+            Text(
+                f"  ({others} threads are outside its model: branches, removals, Overwrites, subgraph calls or a "
+                "stored start)"
+            )
+        )
     for thread in refused:
         console.print(Text(printable(f"  refused: thread {thread.thread_id} ({thread.source_mode}): {thread.refused}")))
     cache = report.history_cache
