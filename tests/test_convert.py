@@ -122,12 +122,6 @@ def _readable(manifest: Manifest, report: ConversionReport) -> Iterator[ThreadRe
             yield thread
 
 
-@pytest.fixture
-def strict_msgpack(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "true")
-    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)
-
-
 @pytest.mark.usefixtures("strict_msgpack")
 @pytest.mark.parametrize(
     ("output", "mode", "cadence"),

@@ -3,9 +3,13 @@ and the switch script moves them in only while the source is what was converted,
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,7 +25,9 @@ from fixtures.dbbuilder.build import build_postgres
 from fixtures.dbbuilder.graphs import run_config
 from fixtures.dbbuilder.manifest import Manifest
 from tests.conftest import BuiltDatabase
-from tests.test_convert import _readable, _Reader, strict_msgpack  # noqa: F401 - the fixture
+from tests.test_convert import _readable, _Reader
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -176,3 +182,25 @@ def test_the_switch_moves_converted_tables_in_only_while_the_source_is_unchanged
     back = _psql(pg_database, swap_back_script(caught, "swap.back.sql"))
     assert back.returncode == 0, back.stderr
     assert _rows(pg_database, "public") == original
+
+
+@pytest.mark.parametrize("mode", ["delta", "full"])
+def test_converted_copies_read_the_same_under_deerflows_pinned_saver(
+    pg_converted: dict[str, Any], pinned_saver: Path, mode: str, tmp_path: Path
+) -> None:
+    """DeerFlow pins the Postgres saver below 3.2 (3.1.1), whose delta walk stops only at a snapshot's inline
+    marker: every checkpoint of every converted thread reads the same under it as the source does."""
+    manifest_path, threads = tmp_path / "manifest.json", tmp_path / "threads.json"
+    pg_converted["manifest"].write(manifest_path)
+    converted = _readable(pg_converted["manifest"], pg_converted["reports"][mode])
+    threads.write_text(json.dumps([thread.thread_id for thread in converted]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pinned_saver), str(REPO)])}
+    probe = [
+        sys.executable, str(REPO / "tests" / "pinned_convert_probe.py"), str(manifest_path), pg_converted["dsn"],
+        pg_converted["schemas"][mode], mode, str(threads),
+    ]  # fmt: skip
+    ran = subprocess.run(probe, capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["version"] == "3.1.1" and str(pinned_saver) in result["saver"]
+    assert result["compared"] >= 600 and result["differ"] == []
