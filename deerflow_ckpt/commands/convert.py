@@ -36,7 +36,7 @@ from deerflow_ckpt.store.history import SqliteLineageHistories
 from deerflow_ckpt.store.lean import ext_header
 from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, StoredMessage
 from deerflow_ckpt.store.readers import open_reader
-from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.records import Backend, Lineage, Shape
 from deerflow_ckpt.store.rewrite import RowChange, RowNotRewritable
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, PostgresTarget, SqliteTarget
@@ -132,14 +132,18 @@ class ConversionReport:
         return [thread for thread in self.threads if thread.refused is not None]
 
 
+# The vacuumed copy beside the scratch copy, and its companion files.
+_VACUUMED = (".vacuumed", ".vacuumed-wal", ".vacuumed-shm", ".vacuumed-journal")
+
+
 class _Refused(Exception):
     """Why a thread cannot be converted; its rewrites are rolled back."""
 
 
 class _LineageRewrite(Protocol):
-    def has_version(self, checkpoint_id: str) -> bool: ...
-
-    def store(self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None) -> RowChange: ...
+    def store(
+        self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None, stores_now: bool
+    ) -> RowChange: ...
 
     def finish(self) -> tuple[int, int]: ...
 
@@ -218,12 +222,13 @@ def _convert_sqlite(
             _convert_threads(target, histories.history, writer, selection, request.settings, report, progress)
         finally:
             histories.close()
-        writer.finish(wal)
-        report.tables_after = table_bytes(copy)
-        os.replace(copy, output)
+        finished = copy.with_name(copy.name + ".vacuumed")
+        writer.finish(finished, wal)
+        report.tables_after = table_bytes(finished)
+        os.replace(finished, output)
         report.disk_after = file_bytes(output)
     finally:
-        for leftover in (copy, *sidecars(copy)):
+        for leftover in (copy, *sidecars(copy), *(copy.with_name(copy.name + suffix) for suffix in _VACUUMED)):
             leftover.unlink(missing_ok=True)
 
 
@@ -349,6 +354,7 @@ def _convert_lineage(
     # A subgraph's input is the whole conversation again, and a start from a stored list has no writes before.
     other_start = lineage.checkpoint_ns != "" or any(graph.stores_list_here(root) for root in roots)
     thread.modelled_exactly = thread.modelled_exactly and not (rewrote or branched or other_start)
+    by_id = {record.checkpoint_id: record for record in records}
     try:
         rows = writer.lineage(lineage.thread_id, lineage.checkpoint_ns, delta)
     except RowNotRewritable as exc:
@@ -360,8 +366,10 @@ def _convert_lineage(
                 f"the replay cannot follow it at checkpoint {checkpoint.checkpoint_id} (verify-shape --deep)"
             )
         try:
-            decided = planner.decide(checkpoint, fold, rows.has_version(checkpoint.checkpoint_id))
-            change = rows.store(checkpoint.checkpoint_id, decided.messages, decided.counters)
+            record = by_id[checkpoint.checkpoint_id]
+            decided = planner.decide(checkpoint, fold, record.messages_version is not None)
+            stores_now = record.messages is not Shape.ABSENT
+            change = rows.store(checkpoint.checkpoint_id, decided.messages, decided.counters, stores_now)
         except RowNotRewritable as exc:
             raise _Refused(f"checkpoint {checkpoint.checkpoint_id}: {exc}") from None
         thread.checkpoint_bytes_before += change.before

@@ -378,11 +378,10 @@ class PostgresLineageRewrite:
         versions = row[0].get("channel_versions") if row is not None and isinstance(row[0], dict) else None
         return versions.get(MESSAGES_CHANNEL) if isinstance(versions, dict) else None
 
-    def has_version(self, checkpoint_id: str) -> bool:
+    def _check_start(self, checkpoint_id: str) -> None:
         version = self._version(checkpoint_id)
         if version is None:
-            self._checkpoint(checkpoint_id)
-            return False
+            return
         # Checkpoints share a version only down a chain that wrote nothing; a raw put that copied a version
         # starts it a second time, and the one blob Postgres keeps per version cannot hold both lists.
         if self._version(self._rows[checkpoint_id][2]) != version:
@@ -392,10 +391,13 @@ class PostgresLineageRewrite:
                     f"checkpoints {other} and {checkpoint_id} both start messages version {version} (a raw put "
                     "copied it): Postgres keeps one blob per version, so they cannot store their own lists"
                 )
-        return True
 
-    def store(self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None) -> RowChange:
+    def store(
+        self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None, stores_now: bool
+    ) -> RowChange:
+        """`stores_now` is for the SQLite rewrite; here the lineage's rows and blobs are read whole."""
         checkpoint, metadata = self._checkpoint(checkpoint_id)
+        self._check_start(checkpoint_id)
         values = dict(checkpoint.get("channel_values") or {})
         version = (checkpoint.get("channel_versions") or {}).get(MESSAGES_CHANNEL)
         snapshot = self._delta and messages is not None

@@ -23,20 +23,13 @@ from deerflow_ckpt.fileio import TEMPORARY_SUFFIX
 from deerflow_ckpt.store.rewrite import (
     RowChange,
     RowNotRewritable,
-    converted_metadata,
-    has_messages_version,
-    metadata_bytes,
-    metadata_dict,
+    converted_metadata_bytes,
     split_checkpoint,
     with_messages,
 )
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly
 
-_ROW = """
-SELECT type, checkpoint, metadata FROM checkpoints
-WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
 _UPDATE = """
 UPDATE checkpoints SET checkpoint = ?, metadata = ?
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
@@ -116,86 +109,131 @@ def catch_up(copy: Path, previous: Path) -> tuple[list[str], int]:
     return changed, len(unchanged)
 
 
+# Threads rewritten per transaction: each thread is a savepoint (a refused one is rolled back alone), and
+# committing seldom keeps the WAL's page writes few.
+_THREADS_PER_COMMIT = 256
+_LINEAGE_ROWS = """
+SELECT checkpoint_id, type, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+"""
+_CHECKPOINT = "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+_UPDATE_METADATA = """
+UPDATE checkpoints SET metadata = ? WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+"""
+
+
 class SqliteRowWriter:
-    """Rewrites checkpoint rows of the copy, one thread per transaction."""
+    """Rewrites checkpoint rows of the copy: each thread in a savepoint, many threads per transaction."""
 
     def __init__(self, copy: Path) -> None:
         self.path = copy
         self._connection = sqlite3.connect(copy, isolation_level=None)
         self._connection.execute("PRAGMA synchronous = OFF")
+        self._open = 0
 
-    def row(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> tuple[Any, Any, Any] | None:
-        """(type, checkpoint, metadata) as stored, or None when no row has that key as text."""
-        found = self._connection.execute(_ROW, (thread_id, checkpoint_ns, checkpoint_id)).fetchone()
-        return None if found is None else (found[0], found[1], found[2])
+    def execute(self, query: str, parameters: tuple[Any, ...]) -> sqlite3.Cursor:
+        try:
+            return self._connection.execute(query, parameters)
+        except sqlite3.Error as exc:
+            raise StoreError(f"rewriting {self.path} failed: {exc}") from None
 
-    def update(self, key: tuple[str, str, str], checkpoint: bytes, metadata: bytes | str) -> None:
-        self._connection.execute(_UPDATE, (checkpoint, metadata, *key))
+    def execute_many(self, query: str, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            self._connection.executemany(query, rows)
+        except sqlite3.Error as exc:
+            raise StoreError(f"rewriting {self.path} failed: {exc}") from None
 
     def lineage(self, thread_id: str, checkpoint_ns: str, delta: bool) -> SqliteLineageRewrite:
         return SqliteLineageRewrite(self, thread_id, checkpoint_ns, delta)
 
     @contextmanager
     def thread(self) -> Iterator[None]:
-        """One thread's rewrites: committed whole, or rolled back whole when the body raises."""
-        self._connection.execute("BEGIN IMMEDIATE")
+        """One thread's rewrites: kept whole, or rolled back whole when the body raises."""
+        if self._open == 0:
+            self._connection.execute("BEGIN IMMEDIATE")
+        self._connection.execute("SAVEPOINT thread")
         try:
             yield
         except BaseException:
-            self._connection.execute("ROLLBACK")
+            self._connection.execute("ROLLBACK TO thread")
+            self._connection.execute("RELEASE thread")
             raise
-        self._connection.execute("COMMIT")
+        self._connection.execute("RELEASE thread")
+        self._open += 1
+        if self._open >= _THREADS_PER_COMMIT:
+            self._commit()
 
-    def finish(self, wal: bool) -> None:
-        """Fold the WAL in, give the freed pages back, and leave the copy in the source's journal mode."""
+    def _commit(self) -> None:
+        if self._connection.in_transaction:
+            self._connection.execute("COMMIT")
+        self._open = 0
+
+    def finish(self, output: Path, wal: bool) -> None:
+        """Write the rewritten copy to `output` without the pages the rewrites freed (VACUUM INTO), in the
+        source's journal mode."""
         connection = self._connection
         try:
-            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            connection.execute("VACUUM")
-            if not wal:
-                connection.execute("PRAGMA journal_mode = DELETE")
-            connection.execute("PRAGMA synchronous = FULL")
+            self._commit()
+            connection.execute("VACUUM INTO ?", (str(output),))
         except sqlite3.Error as exc:
-            raise StoreError(f"finishing {self.path} failed: {exc}") from None
+            raise StoreError(f"writing {output} failed: {exc}") from None
         finally:
             connection.close()
+        if wal:
+            try:
+                finished = sqlite3.connect(output, isolation_level=None)
+                finished.execute("PRAGMA journal_mode = WAL")
+                finished.close()
+            except sqlite3.Error as exc:
+                raise StoreError(f"writing {output} failed: {exc}") from None
 
     def close(self) -> None:
         self._connection.close()
 
 
 class SqliteLineageRewrite:
-    """One lineage's checkpoints, rewritten one by one as the proof reaches them."""
+    """One lineage's checkpoints, rewritten one by one as the proof reaches them. Each row's type and metadata
+    are read up front (small); a checkpoint's bytes only where the messages value it stores changes."""
 
     def __init__(self, writer: SqliteRowWriter, thread_id: str, checkpoint_ns: str, delta: bool) -> None:
         self._writer = writer
         self._key = (thread_id, checkpoint_ns)
         self._delta = delta
-        self._row: tuple[str, dict[str, Any], bytes, bytes | str] | None = None
+        self._rows = {row[0]: (row[1], row[2]) for row in writer.execute(_LINEAGE_ROWS, self._key)}
+        # Rows whose metadata alone changes, written together by finish().
+        self._metadata: list[tuple[bytes | str, str, str, str]] = []
 
-    def has_version(self, checkpoint_id: str) -> bool:
-        row = self._writer.row(*self._key, checkpoint_id)
+    def store(
+        self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None, stores_now: bool
+    ) -> RowChange:
+        """`stores_now`: the row holds a messages value today (the scan's record says so)."""
+        row = self._rows.get(checkpoint_id)
         if row is None:
             raise RowNotRewritable(f"checkpoint {checkpoint_id}'s key is not stored as text")
-        kind, data, metadata = row
-        if kind != "msgpack" or not isinstance(data, bytes) or not isinstance(metadata, bytes | str):
+        kind, metadata = row
+        if kind != "msgpack" or not isinstance(metadata, bytes | str):
             raise RowNotRewritable(f"checkpoint {checkpoint_id} is not stored as msgpack")
-        top = split_checkpoint(data)
-        self._row = (checkpoint_id, top, data, metadata)
-        return has_messages_version(top)
-
-    def store(self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None) -> RowChange:
-        assert self._row is not None and self._row[0] == checkpoint_id
-        _, top, data, metadata = self._row
-        new_data = with_messages(top, messages)
-        new_metadata = metadata_bytes(converted_metadata(metadata_dict(metadata), self._delta, counters), metadata)
-        changed = new_data != data or new_metadata != metadata
+        key = (*self._key, checkpoint_id)
+        new_metadata = converted_metadata_bytes(metadata, self._delta, counters)
+        before = after = _length(metadata)
+        after = _length(new_metadata)
+        changed = new_metadata != metadata
+        if stores_now or messages is not None:
+            found = self._writer.execute(_CHECKPOINT, key).fetchone()
+            data = found[0] if found is not None else None
+            if not isinstance(data, bytes):
+                raise RowNotRewritable(f"checkpoint {checkpoint_id} is not stored as msgpack bytes")
+            new_data = with_messages(split_checkpoint(data), messages)
+            before, after = before + len(data), after + len(new_data)
+            if new_data != data:
+                self._writer.execute(_UPDATE, (new_data, new_metadata, *key))
+                return RowChange(before, after, True)
         if changed:
-            self._writer.update((*self._key, checkpoint_id), new_data, new_metadata)
-        return RowChange(len(data) + _length(metadata), len(new_data) + _length(new_metadata), changed)
+            self._metadata.append((new_metadata, *key))
+        return RowChange(before, after, changed)
 
     def finish(self) -> tuple[int, int]:
-        """Every row was written as it was decided; SQLite keeps no blobs apart."""
+        """Write the rows whose metadata alone changed; SQLite keeps no blobs apart."""
+        self._writer.execute_many(_UPDATE_METADATA, self._metadata)
         return 0, 0
 
 
