@@ -198,14 +198,21 @@ def test_the_source_is_untouched_and_refused_threads_are_copied_unchanged(conver
 
 def _findings(path: Path) -> set[tuple[str, str, str | None]]:
     report = scan(ScanRequest(DatabaseChoice(SqliteTarget(path), "test"), ShapeSettings(deep=True), "test"))
-    return {(str(f.rule), f.thread_id or "", f.checkpoint_id) for f in report.findings if f.severity.rank >= 2}
+    return {(str(f.rule), f.thread_id or "", f.checkpoint_id) for f in report.findings if f.severity.rank >= 1}
 
 
 def test_verify_shape_deep_finds_nothing_new(converted: dict[str, Any]) -> None:
+    """Nothing new anywhere; and converting to delta at one K repairs what mixed cadences and raw writers left
+    in the threads it converts: stuffed lists (CK101), cadence errors (CK201, CK202)."""
     before = _findings(converted["source"])
     for name in ("delta.db", "full.db", "round.db"):
         after = _findings(converted["dir"] / name)
         assert after <= before, (name, after - before)
+    repaired = {t.thread_id for t in converted["reports"]["delta"].converted}
+    was = {(rule, thread) for rule, thread, _ in before if thread in repaired}
+    assert {("CK101", "fault-ck101-stuffed-list"), ("CK202", "mixed-writers-k10-k1000-k10")} <= was
+    now = {(rule, thread) for rule, thread, _ in _findings(converted["dir"] / "delta.db") if thread in repaired}
+    assert not {finding for finding in now if finding[0] in ("CK101", "CK201", "CK202")}, now
 
 
 @pytest.mark.usefixtures("strict_msgpack")
