@@ -15,3 +15,14 @@ class StoreError(CkptError):
 
 class OutputError(CkptError):
     """A result cannot be written where it was asked to go."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT ended the run once what it started was stopped; the command exits 128 + the signal.
+
+    A BaseException, as KeyboardInterrupt is: no `except Exception` on its way up takes it for a failure.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -11,3 +11,8 @@ class ExitCode(IntEnum):
     FINDINGS = 1
     # Usage, configuration, I/O or internal error: the command could not do its job.
     ERROR = 2
+
+
+def signalled(signum: int) -> int:
+    """The code of a run a signal ended, as a shell reports it: 128 + the signal's number (143 for SIGTERM)."""
+    return 128 + signum

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -12,7 +13,8 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from deerflow_ckpt.errors import OutputError
+from deerflow_ckpt.errors import CkptError, ConfigError, OutputError
+from deerflow_ckpt.exitcodes import signalled
 
 TEMPORARY_SUFFIX = ".ckpt-tmp"
 # A temporary file of ours older than this was left by a run that was killed (SIGKILL cannot be caught):
@@ -32,12 +34,31 @@ class ConfigReadError(Exception):
 NO_SUCH_FILE = "no such file"
 IS_A_DIRECTORY = "is a directory, not a config file"
 NOT_REGULAR = "is not a regular file (a device, FIFO or socket), not a config file"
+SYMLINK_LOOP = "is a loop of symbolic links"
+
+
+def resolved(path: Path, error: type[CkptError] = ConfigError) -> Path:
+    """`path.resolve()`, with a loop of symbolic links an `error` naming the path (Python 3.11 raises a
+    RuntimeError for one, later versions an OSError)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise error(f"{path}: {SYMLINK_LOOP}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{path}: {SYMLINK_LOOP}") from None
+        raise
 
 
 def config_file_problem(path: Path) -> str | None:
     """Why `path` is no config file, in read_config_file's words, or None when it is a regular file."""
     if path.is_file():
         return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return SYMLINK_LOOP
     if path.is_dir():
         return IS_A_DIRECTORY
     return NOT_REGULAR if path.exists() else NO_SUCH_FILE
@@ -52,7 +73,7 @@ def read_config_file(path: Path) -> bytes:
     except IsADirectoryError:
         raise ConfigReadError(IS_A_DIRECTORY) from None
     except OSError as exc:
-        raise ConfigReadError(exc.strerror or str(exc)) from None
+        raise ConfigReadError(SYMLINK_LOOP if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
         os.close(descriptor)
@@ -84,7 +105,7 @@ def terminable() -> Iterator[None]:
     try:
         yield
     except _Terminated:
-        raise SystemExit(128 + signal.SIGTERM) from None
+        raise SystemExit(signalled(signal.SIGTERM)) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -1,25 +1,55 @@
-"""Keep passwords out of everything ckpt prints: messages pass through `redact` on their way out."""
+"""Keep passwords out of everything ckpt prints: one masking rule, applied by `redact` to every message,
+report line and piece of config text on its way out.
+
+- A secret remembered when ckpt read it is masked wherever it stands: every reading of a DSN's password
+  (`remember_dsn`), and a config's credential values (`remember_config_credentials`, called on every
+  config loaded).
+- A URL's password, `scheme://user:PASSWORD@host`, up to the last '@' of its run of non-space characters,
+  so an unencoded '@' or '/' in it is masked too.
+- The value of any key ending in `password` written `key=value` (libpq conninfo, a URL's query),
+  `key: value` (YAML) or `'key': 'value'` (a Python or JSON mapping).
+
+Every step is one pass over the text: a message of megabytes is masked in milliseconds.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from urllib.parse import unquote
 
 MASK = "***"
-# userinfo in a URL: scheme://user:password@host
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)")
-# key=value conninfo and ?password= query parameters; sslpassword unlocks the client's SSL key
-_KEYWORD_PASSWORD = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<password>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
 
 _known_secrets: set[str] = set()
-# Shorter secrets would mask ordinary letters everywhere ("p" in "ckpt"); in a DSN the patterns above
-# mask them anyway.
+# Shorter secrets would mask ordinary letters everywhere ("p" in "ckpt"); where a short password stands in a
+# DSN or after a password key, the patterns mask it anyway.
 MIN_REMEMBERED = 4
+
+# Keys whose value is a DSN, which may hold a password (DeerFlow's database, checkpointer and redis settings).
+DSN_KEYS = frozenset({"postgres_url", "redis_url", "connection_string"})
+# Keys whose whole value is a credential.
+_CREDENTIAL_KEY = re.compile(r"password|passwd|secret|token|api_?key", re.IGNORECASE)
+
+_PASSWORD_KEY = re.compile(r"password", re.IGNORECASE)
+_WHITESPACE = re.compile(r"\s")
+_LINE_END = re.compile(r"[\r\n]")
+# A quoted value's body: backslash escapes, up to the closing quote or the line's end.
+_QUOTED_BODY = {quote: re.compile(rf"(?:[^{quote}\\\r\n]|\\.)*") for quote in ("'", '"')}
+# Where an unquoted value ends: conninfo and URL queries stop at whitespace ('&' in a query); YAML runs on.
+_UNQUOTED_END = {"=": re.compile(r"[\s&]"), ":": _LINE_END}
+# A quoted conninfo value's escapes: libpq reads `\'` as `'`.
+_BACKSLASHED = re.compile(r"\\(.)")
+
+
+def remember_secret(secret: str | None) -> None:
+    """Register a secret so every later message has it masked (too short a one is left to the patterns)."""
+    if secret and len(secret) >= MIN_REMEMBERED:
+        _known_secrets.add(secret)
 
 
 def url_password(url: str) -> str | None:
     """The password of `scheme://user:password@host…` read the forgiving way: up to the last '@' before
-    the query, so an unencoded '@', '/' or space in it is still all password (what the strict parsers
-    and the pattern above would leave partly visible)."""
+    the query, so an unencoded '@', '/' or space in it is still all password."""
     start = url.find("://")
     if start < 0:
         return None
@@ -30,25 +60,141 @@ def url_password(url: str) -> str | None:
     return userinfo.split(":", 1)[1] or None
 
 
-def remember_secret(secret: str | None) -> None:
-    """Register a secret (a DSN's password) so every later message has it masked.
+def _libpq_url_password(url: str) -> str | None:
+    """The password as libpq reads a URL: the credentials end at the first '@' before any '/'."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    rest = url[start + 3 :]
+    end = next((i for i, char in enumerate(rest) if char in "@/"), len(rest))
+    if end == len(rest) or rest[end] != "@" or ":" not in rest[:end]:
+        return None
+    return rest[:end].split(":", 1)[1] or None
 
-    Its pieces between an '@', '/', ':' or space are registered too: a parser that stops at one of them
-    echoes the rest ("failed to resolve host 'rest@db'").
-    """
-    if not secret:
-        return
-    for piece in (secret, *re.split(r"[@/:\s]", secret)):
-        if len(piece) >= MIN_REMEMBERED:
-            _known_secrets.add(piece)
+
+def dsn_passwords(dsn: str) -> set[str]:
+    """Every reading of a DSN's password, as written and percent-decoded: libpq's, the forgiving one, and
+    each `password=` or `sslpassword=` value (conninfo or query)."""
+    found = {url_password(dsn), _libpq_url_password(dsn)}
+    for start, end in _keyword_spans(dsn):
+        found.update((dsn[start:end], _BACKSLASHED.sub(r"\1", dsn[start:end])))
+    readings = {reading for reading in found if reading}
+    return readings | {unquote(reading) for reading in readings}
+
+
+def remember_dsn(dsn: str) -> None:
+    """Remember every reading of a DSN's password (psycopg's errors and DeerFlow's warnings may quote it)."""
+    for reading in dsn_passwords(dsn):
+        remember_secret(reading)
+
+
+def remember_config_credentials(data: object) -> None:
+    """Remember the credentials a loaded config holds, wherever they stand: a DSN's password, the value of a
+    password, secret, token or API key, and every text inside a DSN key that holds no string (a mapping
+    `postgres_url` DeerFlow refuses, whose password has no known key). `$VAR` references are no secret."""
+    pending: list[tuple[object, object]] = [(None, data)]
+    seen: set[int] = set()
+    while pending:
+        key, value = pending.pop()
+        if isinstance(value, str):
+            if value.startswith("$"):
+                continue
+            if key in DSN_KEYS:
+                remember_dsn(value)
+            elif isinstance(key, str) and _CREDENTIAL_KEY.search(key):
+                remember_secret(value)
+        elif isinstance(value, dict | list) and id(value) not in seen:
+            seen.add(id(value))  # an alias repeats a node: walk it once
+            if key in DSN_KEYS:
+                for text in _values_within(value):
+                    remember_secret(text)
+            elif isinstance(value, dict):
+                pending.extend(value.items())
+            else:
+                pending.extend((key, item) for item in value)
+
+
+def _values_within(value: object) -> Iterator[str]:
+    """Every text value in a nest of mappings and lists (keys are names, not secrets)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str):
+            yield item
 
 
 def redact(message: str) -> str:
-    """Mask URL passwords, password= parameters and every remembered secret in `message`."""
-    for secret in sorted(_known_secrets, key=len, reverse=True):
+    """`message` with every password masked (see the module's rule), in time linear in its length."""
+    # Longest first: a secret that holds a shorter one is masked whole.
+    for secret in sorted((secret for secret in _known_secrets if secret in message), key=len, reverse=True):
         message = message.replace(secret, MASK)
-    message = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['tail']}", message)
-    message = _KEYWORD_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", message)
-    for secret in sorted(_known_secrets, key=len, reverse=True):
-        message = message.replace(secret, MASK)
-    return message
+    spans = sorted([*_url_spans(message), *_keyword_spans(message)])
+    if not spans:
+        return message
+    parts: list[str] = []
+    done = 0
+    for start, end in spans:
+        if end <= done:
+            continue
+        parts.append(message[done : max(start, done)])
+        parts.append(MASK)
+        done = end
+    parts.append(message[done:])
+    return "".join(parts)
+
+
+def _url_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Where URL passwords stand: after `://user:`, up to the last '@' of the run of non-space characters.
+
+    Each run is searched for its end and its last '@' once, however many `://` it holds."""
+    position, run_end, last_at = 0, -1, -1
+    while (scheme_end := text.find("://", position)) >= 0:
+        start = scheme_end + 3
+        if scheme_end >= run_end:
+            space = _WHITESPACE.search(text, start)
+            run_end = space.start() if space else len(text)
+            last_at = text.rfind("@", start, run_end)
+        position = start
+        if last_at < start:
+            continue
+        colon = text.find(":", start, last_at)
+        # A user name holds no '/' or '@': "https://host/a:b@c" has no credentials.
+        if colon < 0 or any(char in text[start:colon] for char in "/@"):
+            continue
+        yield colon + 1, last_at
+        position = last_at + 1
+
+
+def _keyword_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Where the values of keys ending in `password` stand: `password=v`, `password: v`, `'password': 'v'`."""
+    length, consumed = len(text), 0
+    for match in _PASSWORD_KEY.finditer(text):
+        if match.start() < consumed:
+            continue  # inside a value already masked
+        index = match.end()
+        if index < length and text[index] in "'\"":
+            index += 1  # a quoted key's closing quote
+        while index < length and text[index] in " \t":
+            index += 1
+        if index >= length or text[index] not in "=:":
+            continue
+        separator = text[index]
+        index += 1
+        while index < length and text[index] in " \t":
+            index += 1
+        if index >= length or text[index] in "\r\n":
+            continue
+        if text[index] in "'\"":
+            body = _QUOTED_BODY[text[index]].match(text, index + 1)
+            assert body is not None  # the pattern matches the empty string
+            start, end = index + 1, body.end()
+        else:
+            stop = _UNQUOTED_END[separator].search(text, index)
+            start, end = index, stop.start() if stop else length
+        if end > start:
+            yield start, end
+        consumed = end

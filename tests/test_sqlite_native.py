@@ -235,6 +235,24 @@ def _delete_checkpoint(connection: sqlite3.Connection, row: int, at: int) -> Non
     connection.execute("DELETE FROM checkpoints WHERE rowid = ?", (row,))
 
 
+def _undecodable_key(connection: sqlite3.Connection, row: int, at: int) -> None:
+    """A key column's text made invalid UTF-8 (a byte of its own, or a cut sequence): read losslessly."""
+    column = ["thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type"][at % 5]
+    tail = ["X'FF'", "X'C3'", "X'80'", "X'EDB3BF'"][(at // 5) % 4]
+    connection.execute(
+        f"UPDATE OR IGNORE checkpoints SET {column} = coalesce({column}, '') || CAST({tail} AS TEXT) WHERE rowid = ?",
+        (row,),
+    )
+
+
+def _undecodable_write_key(connection: sqlite3.Connection, row: int, at: int) -> None:
+    column = ["thread_id", "checkpoint_id", "task_id", "channel", "type"][at % 5]
+    connection.execute(
+        f"UPDATE OR IGNORE writes SET {column} = coalesce({column}, '') || CAST(X'FF80' AS TEXT) WHERE rowid = ?",
+        (row,),
+    )
+
+
 def _blob_namespace(connection: sqlite3.Connection, row: int, at: int) -> None:
     """An empty BLOB namespace: Python reads it as b"" and keys it as "", but SQLite sorts it after text."""
     connection.execute("UPDATE OR IGNORE checkpoints SET checkpoint_ns = X'' WHERE rowid = ?", (row,))
@@ -249,6 +267,7 @@ CHECKPOINT_DAMAGE: list[Damage] = [
     _metadata_counters,
     _delete_checkpoint,
     _blob_namespace,
+    _undecodable_key,
 ]
 WRITE_DAMAGE: list[Damage] = [
     _flip_write,
@@ -258,6 +277,7 @@ WRITE_DAMAGE: list[Damage] = [
     _orphan_write,
     _move_write,
     _share_task,
+    _undecodable_write_key,
 ]
 
 
@@ -289,7 +309,7 @@ def pristine(built_sqlite: BuiltDatabase, tmp_path_factory: pytest.TempPathFacto
 
 
 OPERATIONS = st.lists(
-    st.tuples(st.integers(0, 14), st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=12
+    st.tuples(st.integers(0, 16), st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=12
 )
 
 
@@ -318,10 +338,10 @@ def test_damaged_databases_read_the_same(
         ("writes", "type"),
     ],
 )
-def test_text_that_is_not_utf8_fails_both_readers(
+def test_text_that_is_not_utf8_reads_the_same_in_both_readers(
     pristine: Path, tmp_path: Path, compiled_calls: list[str], table: str, column: str
 ) -> None:
-    """Python's sqlite3 module refuses such text wherever it reads it; the compiled reader must refuse too."""
+    """Both readers read such text losslessly (store/sqlite_text.py), wherever it is, into the same records."""
     path = tmp_path / "bad-text.db"
     shutil.copyfile(pristine, path)
     connection = sqlite3.connect(path)
@@ -332,7 +352,11 @@ def test_text_that_is_not_utf8_fails_both_readers(
     connection.execute(f"UPDATE {table} SET {column} = {column} || CAST(X'C328' AS TEXT) WHERE rowid = ?", (row,))
     connection.commit()
     connection.close()
-    assert _assert_same(path, compiled_calls) == "StoreError: reading " + str(path) + " failed"
+    facts = _assert_same(path, compiled_calls)
+    assert isinstance(facts, list) and len(facts) >= 30
+    if table == "checkpoints" and column != "type":
+        # The key itself, its bytes kept: C3 28 is no UTF-8, so it reads as C3's escape and the "(".
+        assert "\\udcc3(" in repr(facts)
 
 
 def test_other_key_affinity_takes_the_python_reader(tmp_path: Path) -> None:

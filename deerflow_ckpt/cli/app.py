@@ -14,8 +14,8 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.console import set_quiet
-from deerflow_ckpt.errors import CkptError
-from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.errors import CkptError, Interrupted
+from deerflow_ckpt.exitcodes import ExitCode, signalled
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.printable import printable
 
@@ -162,6 +162,8 @@ class _CkptGroup(_Group):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, _CLICK_EXCEPTION):
             raise
+        except Interrupted as stopped:
+            raise typer.Exit(signalled(stopped.signum)) from None
         except BrokenPipeError:
             _quiet_broken_pipe()
         except CkptError as exc:

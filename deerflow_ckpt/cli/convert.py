@@ -166,7 +166,8 @@ def _history_cache(selection: database_options.DatabaseSelection) -> HistoryCach
     if isinstance(target, SqliteTarget):
         return history_cache(settings.history_cache, "sqlite", "", "", target.path.expanduser().resolve())
     assert isinstance(target, PostgresTarget)
-    return history_cache(settings.history_cache, "postgres", settings.postgres_url or "", target.schema, None)
+    url = settings.postgres_url if isinstance(settings.postgres_url, str) else ""
+    return history_cache(settings.history_cache, "postgres", url, target.schema, None)
 
 
 def swap_back_path(swap_script: Path) -> Path:

@@ -17,6 +17,7 @@ from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.config.locate import locate_config
 from deerflow_ckpt.config.location import database_location, default_sqlite_location
 from deerflow_ckpt.errors import ConfigError, StoreError
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, choose, target_from_argument
 
 DB_OPTION = typer.Option(
@@ -121,9 +122,9 @@ def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
     target = selection.choice.target
     if not isinstance(target, SqliteTarget):
         return []
-    chosen = target.path.expanduser().resolve()
+    chosen = resolved(target.path.expanduser(), StoreError)
     places = [chosen.parent / "store.db", checkpointer_sqlite_file(None, selection.environ, Path.cwd())]
-    return [place for place in dict.fromkeys(places) if place is not None and place.resolve() != chosen]
+    return [place for place in dict.fromkeys(places) if place is not None and resolved(place, StoreError) != chosen]
 
 
 def say_reading_path(target: DatabaseTarget) -> None:

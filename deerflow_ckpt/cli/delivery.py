@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) 
         return
     for path, what in inputs:
         # The same name (a database's -wal need not exist yet), or the same file under another name or link.
-        same = output.resolve() == path.resolve()
+        same = resolved(output, OutputError) == resolved(path, OutputError)
         if not same and output.exists() and path.exists():
             same = os.path.samefile(output, path)
         if same:

@@ -13,7 +13,7 @@ from deerflow_ckpt.config.lint_source import ConfigSource
 from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, lost_message, pending_upgrade
 from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
 from deerflow_ckpt.errors import ConfigError
-from deerflow_ckpt.fileio import ConfigReadError, read_config_file
+from deerflow_ckpt.fileio import ConfigReadError, read_config_file, resolved
 from deerflow_ckpt.rules import RuleCode
 
 
@@ -46,10 +46,10 @@ def read_configs(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
     contents: list[tuple[str, bytes]] = []
     seen: set[Path] = set()
     for path in paths:
-        resolved = path.resolve()
-        if resolved in seen:
+        real = resolved(path)
+        if real in seen:
             continue
-        seen.add(resolved)
+        seen.add(real)
         try:
             contents.append((str(path), read_config_file(path)))
         except ConfigReadError as exc:

@@ -25,6 +25,7 @@ from deerflow_ckpt.store.records import Backend, Lineage, LineageRows
 from deerflow_ckpt.store.row_keys import lineage_rows, postgres_tables
 from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, PostgresTarget
+from deerflow_ckpt.store.sqlite_text import stored_bytes
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], Lin
             present = buffer.get(following.key)
             if present is None:
                 buffer[following.key] = following
-                if following.text_keys() and following.key > key:
+                if following.text_keys() and _byte_order(following.key) > _byte_order(key):
                     return None  # the asked lineage is gone from the second read
             else:  # a NULL and an empty namespace read as one lineage: their rows are one too, never text
                 present.checkpoints += following.checkpoints
@@ -175,6 +176,12 @@ def _rows_by_key(rows: Iterator[LineageRows]) -> Callable[[tuple[str, str]], Lin
         return buffer.pop(key)
 
     return take
+
+
+def _byte_order(key: tuple[str, str]) -> tuple[bytes, bytes]:
+    """Where both reads put a lineage of text keys: byte order (SQLite's BINARY, Postgres's "C"), in which a
+    SQLite key that is not UTF-8 (read as surrogate escapes) sorts by its stored bytes, unlike in str order."""
+    return stored_bytes(key[0]), stored_bytes(key[1])
 
 
 def _plan_share(

@@ -2,16 +2,30 @@
 
 A thread is always read whole by one worker, each in its own read-only transaction; what the workers return
 is merged by the command's core. Used by verify-shape and plan retention.
+
+No worker outlives the run: SIGTERM or SIGINT to the main process, a failed share, or any other way out
+before every share is done ends the workers still running (they may be waiting on the network, where
+nothing else reaches them), then the run exits 128 + the signal. A worker whose main process is gone
+(SIGKILL cannot be caught) sees its parent's sentinel close and exits at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable
-from typing import Any, TypeVar
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from deerflow_ckpt.errors import Interrupted
+from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.store.readers import LineageReader
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
 
 Result = TypeVar("Result")
 # What a share's work is told after each thread: how many checkpoints it had.
@@ -21,6 +35,10 @@ ShareWork = Callable[[ThreadSelection, Progress | None], Result]
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
 THREADS_PER_SHARE = 50
+# The signals that end a run: a service manager's stop, and Ctrl-C.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# How long an ended worker is given to go after SIGTERM before SIGKILL.
+_WORKER_GRACE_S = 2.0
 
 # A pool worker's share of the progress count: handed over by the pool initializer, the one way a
 # multiprocessing Value reaches a worker under every start method (it cannot travel as a task argument).
@@ -30,6 +48,20 @@ _worker_counter: Any = None
 def _init_worker(counter: Any) -> None:
     global _worker_counter
     _worker_counter = counter
+    # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
+    for signum in ENDING_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    threading.Thread(target=_exit_with_parent, name="ckpt-parent-watch", daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    """Exit the worker as soon as the main process is gone, whatever the worker is waiting on."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        parent.join()  # returns when the parent's sentinel closes: it exited or was killed
+        os._exit(ExitCode.ERROR)
 
 
 def _add_to_worker_counter(seen: int) -> None:
@@ -72,7 +104,8 @@ def run_shares(
     start_method: str | None = None,
 ) -> list[Result]:
     """`work` on every share, one worker process each (in this process when there is one share);
-    `progress` gets the running checkpoint count."""
+    `progress` gets the running checkpoint count. Until every share is done, SIGTERM and SIGINT raise
+    Interrupted here, and no way out leaves a worker behind."""
     if len(selections) == 1:
         return [work(selections[0], _running_total(progress))]
     import multiprocessing
@@ -81,17 +114,57 @@ def run_shares(
     # The platform's own start method (fork on Linux, spawn on macOS and Windows) unless one is asked for.
     context = multiprocessing.get_context(start_method)
     shared = context.Value("q", 0)
-    with ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,)) as pool:
-        futures = [pool.submit(_in_worker, work, selection) for selection in selections]
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            if progress is not None:
-                progress(int(shared.value))
-            for future in futures:
-                if future.done() and future.exception() is not None:
-                    raise future.exception()  # type: ignore[misc]
-        return [future.result() for future in futures]
+    with _signals_interrupt():
+        others = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(len(selections), mp_context=context, initializer=_init_worker, initargs=(shared,))
+        done = False
+        try:
+            futures = [pool.submit(_in_worker, work, selection) for selection in selections]
+            pending = set(futures)
+            while pending:
+                _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                if progress is not None:
+                    progress(int(shared.value))
+                for future in futures:
+                    if future.done() and future.exception() is not None:
+                        raise future.exception()  # type: ignore[misc]
+            done = True
+            return [future.result() for future in futures]
+        finally:
+            if not done:
+                _end_workers([child for child in multiprocessing.active_children() if child not in others])
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGINT raise Interrupted in the block (main thread only: elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+def _end_workers(workers: list[BaseProcess]) -> None:
+    """SIGTERM to each worker, and SIGKILL to one still there after the grace. The pool sees them gone and
+    winds down; its shutdown must then wait for that (shutting down without waiting first leaves its thread
+    racing the interpreter's exit over a closed pipe)."""
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(_WORKER_GRACE_S)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
 
 
 def _running_total(progress: Progress | None) -> Progress | None:

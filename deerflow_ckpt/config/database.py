@@ -23,10 +23,34 @@ from deerflow_ckpt.config.values import (
     ExpansionError,
     ShimBranch,
     apply_legacy_shim,
+    kind_of,
     load_values,
     read_cadence,
 )
 from deerflow_ckpt.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NotAString:
+    """A DSN setting that holds a mapping, a list or a number: DeerFlow refuses it, and ckpt never shows it
+    (a mapping may well hold a password), only names it."""
+
+    setting: str
+    kind: str
+
+    @property
+    def problem(self) -> str:
+        return (
+            f"{self.setting} is {self.kind}, not a string: DeerFlow refuses it (Input should be a valid string); "
+            "its value is not shown, it may hold a password"
+        )
+
+
+def dsn_setting(value: object, setting: str) -> str | NotAString | None:
+    """A resolved DSN setting as text, never a mapping's str(): None stays None (unset, or null)."""
+    if value is None or isinstance(value, str):
+        return value
+    return NotAString(setting, kind_of(value))
 
 
 @dataclass(frozen=True)
@@ -35,7 +59,7 @@ class CheckpointerOverride:
 
     # None when the section has no type: DeerFlow's CheckpointerConfig requires one and refuses the file.
     kind: str | None
-    connection_string: str | None
+    connection_string: str | NotAString | None
     postgres_schema: str | None
 
 
@@ -44,7 +68,7 @@ class DatabaseSettings:
     backend: str
     sqlite_dir: str
     # After `$VAR` resolution; None when the variable is unset here.
-    postgres_url: str | None
+    postgres_url: str | NotAString | None
     postgres_url_reference: str | None
     postgres_schema: str
     channel_mode: object
@@ -105,7 +129,7 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
     return DatabaseSettings(
         backend=str(backend),
         sqlite_dir=_sqlite_dir(resolve_reference(database.get("sqlite_dir"), environ)[0]),
-        postgres_url=None if url is None else str(url),
+        postgres_url=dsn_setting(url, "database.postgres_url"),
         postgres_url_reference=url_reference,
         postgres_schema=str(schema or ""),
         channel_mode=mode,
@@ -136,7 +160,7 @@ def _checkpointer_override(section: object, environ: Mapping[str, str]) -> Check
     kind, _ = resolve_reference(section.get("type"), environ)
     return CheckpointerOverride(
         kind=None if kind is None else str(kind),
-        connection_string=None if connection is None else str(connection),
+        connection_string=dsn_setting(connection, "checkpointer.connection_string"),
         postgres_schema=None if schema is None else str(schema),
     )
 
@@ -156,7 +180,9 @@ def load_database_settings(path: Path, environ: Mapping[str, str]) -> DatabaseSe
     try:
         data = load_values(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}{where}") from exc
     except ExpansionError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return read_database_settings(data, environ)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deerflow_ckpt.errors import ConfigError
-from deerflow_ckpt.redact import remember_secret, url_password
+from deerflow_ckpt.fileio import resolved
+from deerflow_ckpt.redact import remember_dsn
 
 # python-dotenv's switch: load_dotenv() does nothing when it is set to one of these.
 DOTENV_DISABLED_ENV = "PYTHON_DOTENV_DISABLED"
@@ -79,7 +80,7 @@ def find_install(explicit: Path | None, cwd: Path, config: Path | None = None) -
         return install
     places = [(cwd.resolve(), "the working directory")]
     if config is not None:
-        places.append((config.resolve().parent, "the config"))
+        places.append((resolved(config).parent, "the config"))
     for start, what in places:
         for directory in (start, *start.parents):
             if (directory / SOURCE_PACKAGE).is_dir():
@@ -149,7 +150,7 @@ def _remember_passwords(variables: Mapping[str, str]) -> None:
     # A resolved $VAR can reach any message (DeerFlow's carried-forward warning quotes it): mask DSN passwords.
     for value in variables.values():
         if "://" in value:
-            remember_secret(url_password(value))
+            remember_dsn(value)
 
 
 def process_environment(deerflow_root: Path | None = None, config: Path | None = None) -> DeerFlowEnvironment:

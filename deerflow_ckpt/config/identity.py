@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.location import checkpointer_sqlite_file, normalize_dsn, sqlite_file
-from deerflow_ckpt.redact import redact
+from deerflow_ckpt.redact import redact, url_password
 
 DEFAULT_PORT = "5432"
 _URI_SCHEME = re.compile(r"^postgres(?:ql)?://")
@@ -140,6 +140,27 @@ def _parse_keywords(dsn: str) -> dict[str, str]:
         params[name] = "".join(value)
 
 
+def libpq_parameters(dsn: str) -> dict[str, str]:
+    """What libpq reads from a normalised DSN, or DsnError where it would fail on it or misread it.
+
+    An unencoded '@', ':' or '/' in a password makes libpq take the rest of it for a host, a port or a
+    database name, and its error would then show that piece: such a DSN is refused before libpq reads it.
+    """
+    params = parse_dsn(dsn)
+    hosts = (params.get("host") or params.get("hostaddr") or "").split(",")
+    ports = (params.get("port") or "").split(",")
+    misread = bool(_URI_SCHEME.match(dsn)) and url_password(dsn) is not None and not _has_credentials(dsn)
+    if misread or any(port and not port.isdigit() for port in ports) or any("@" in host for host in hosts):
+        raise DsnError("the host or port is malformed (percent-encode '@', ':' and '/' in a password)")
+    return params
+
+
+def _has_credentials(uri: str) -> bool:
+    # libpq looks for user credentials before the first '/'.
+    rest = uri.split("://", 1)[1]
+    return rest.find("@", 0, _end_of(rest, "/")) >= 0
+
+
 def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
     """The server, database and schema `dsn` with `schema` reaches; raises DsnError when unparsable."""
     scheme = _ANY_SCHEME.match(dsn)
@@ -147,12 +168,9 @@ def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
     if scheme and not _URI_SCHEME.match(normalized):
         # DeerFlow's normalize_libpq_dsn raises for these; the scheme holds no secret.
         raise DsnError(f"unsupported PostgreSQL DSN scheme {scheme.group(1)}://")
-    params = parse_dsn(normalized)
+    params = libpq_parameters(normalized)
     hosts = [host.lower() for host in (params.get("host") or params.get("hostaddr") or "").split(",")]
     ports = [port or DEFAULT_PORT for port in (params.get("port") or "").split(",")]
-    # libpq refuses these too; they are what an unencoded '@' or '/' in a password looks like.
-    if any(not port.isdigit() for port in ports) or any("@" in host for host in hosts):
-        raise DsnError("the host or port is malformed (percent-encode '@', ':' and '/' in a password)")
     if len(ports) == 1 and len(hosts) > 1:
         ports *= len(hosts)
     # libpq's default database name is the user name.
@@ -243,6 +261,8 @@ def checkpoint_identity(
     if override is not None:
         if override.kind is None:
             return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=True)
+        if isinstance(override.connection_string, NotAString):
+            return Unlocated(override.connection_string.problem, refused=True)
         if override.kind == "sqlite":
             return _checkpointer_sqlite(override.connection_string, environ, cwd)
         if override.kind == "postgres":
@@ -255,6 +275,8 @@ def checkpoint_identity(
     if settings.backend == "postgres":
         if settings.postgres_url is None:
             return Unlocated(f"postgres_url comes from ${settings.postgres_url_reference}, which is not set here")
+        if isinstance(settings.postgres_url, NotAString):
+            return Unlocated(settings.postgres_url.problem, refused=True)
         if not settings.postgres_url:
             return Unlocated(
                 'postgres without a postgres_url: DeerFlow stops with "database.postgres_url is required for the '

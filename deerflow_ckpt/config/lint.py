@@ -33,14 +33,7 @@ from deerflow_ckpt.config.keys import (
     LEGACY_CHECKPOINTER,
 )
 from deerflow_ckpt.config.lint_env import Reference, Unset, resolve_tree
-from deerflow_ckpt.config.lint_source import (
-    SECRET_KEYS,
-    ConfigSource,
-    document_lines,
-    dotted,
-    kind_of,
-    yaml_problem,
-)
+from deerflow_ckpt.config.lint_source import ConfigSource, document_lines, dotted, yaml_problem
 from deerflow_ckpt.config.upgrade import UPGRADER_DEFAULT
 from deerflow_ckpt.config.values import (
     CadenceReading,
@@ -48,10 +41,11 @@ from deerflow_ckpt.config.values import (
     apply_legacy_shim,
     compose_documents,
     construct_values,
+    kind_of,
     read_cadence,
     yaml12_disagreement,
 )
-from deerflow_ckpt.redact import redact
+from deerflow_ckpt.redact import DSN_KEYS, redact
 from deerflow_ckpt.rules import RuleCode, Severity, rule
 
 # Keys that decide where checkpoints go, per section.
@@ -320,7 +314,7 @@ class _Linter:
             path, name = reference.path, reference.name
             subject = f"{dotted(path)} is ${name}: DeerFlow reads it from its environment when it loads the config"
             if not isinstance(reference.value, Unset):
-                shown = "set (the value is not shown)" if path[-1] in SECRET_KEYS else repr(reference.value)
+                shown = "set (the value is not shown)" if path[-1] in DSN_KEYS else repr(reference.value)
                 self.add(
                     RuleCode.CK509,
                     self.source.line(*path),

@@ -13,23 +13,14 @@ import yaml
 
 from deerflow_ckpt.config import yamlnodes
 from deerflow_ckpt.config.lint_env import Unset
-from deerflow_ckpt.config.values import SafeLoader
-from deerflow_ckpt.redact import redact
+from deerflow_ckpt.config.values import SafeLoader, kind_of
+from deerflow_ckpt.redact import DSN_KEYS, redact
 
-# Values that may hold a password: never shown, even resolved.
-SECRET_KEYS = frozenset({"postgres_url", "redis_url", "connection_string"})
 SHOWN_WIDTH = 60
 
 
 def dotted(path: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in path)
-
-
-def kind_of(value: object) -> str:
-    if value is None:
-        return "null"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
-    return names.get(type(value), "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}")
 
 
 def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
@@ -87,13 +78,13 @@ class ConfigSource:
         if found is not None and isinstance(found[1], yaml.ScalarNode):
             start, end = yamlnodes.value_span(self.text, *found)
             written = " ".join(self.text[start:end].split()) or "(empty)"
-        elif path[-1] in SECRET_KEYS and not isinstance(value, str):
+        elif path[-1] in DSN_KEYS and not isinstance(value, str):
             written = f"(a {type(value).__name__}, not shown: it may hold a password)"
         elif isinstance(value, int) and value.bit_length() > 64:
             written = "(a very large integer)"  # repr() refuses past 4300 digits
         else:
             written = repr(value)
-        if written.startswith("$") and not isinstance(value, Unset) and path[-1] not in SECRET_KEYS:
+        if written.startswith("$") and not isinstance(value, Unset) and path[-1] not in DSN_KEYS:
             written += f" (= {value!r})"
         # Masked before it is shortened: a cut before the '@' would hide the password from redact.
         written = redact(written)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.errors import ConfigError
 
@@ -132,6 +132,8 @@ def database_location(
                 f"{via}: postgres_schema {override.postgres_schema!r} is not a plain lowercase PostgreSQL identifier; "
                 "DeerFlow refuses this config"
             )
+        if isinstance(override.connection_string, NotAString):
+            raise ConfigError(f"{via}: {override.connection_string.problem}")
         if override.kind == "postgres":
             if not override.connection_string:
                 raise ConfigError(f"{via} has type postgres but no connection_string")
@@ -149,6 +151,8 @@ def database_location(
     if settings.backend == "postgres":
         if settings.postgres_url is None:
             raise ConfigError(f"{via}: postgres_url refers to ${settings.postgres_url_reference}, which is not set")
+        if isinstance(settings.postgres_url, NotAString):
+            raise ConfigError(f"{via}: {settings.postgres_url.problem}")
         if not settings.postgres_url:
             raise ConfigError(f"{via}: database.postgres_url is required for the postgres backend")
         return PostgresLocation(settings.postgres_url, settings.postgres_schema, via)

@@ -10,6 +10,7 @@ import copy
 import functools
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -20,6 +21,7 @@ import yaml
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.keys import CADENCE_KEY, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.redact import remember_config_credentials
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -81,6 +83,30 @@ class SafeLoader(yaml.SafeLoader):
                 self.allow_simple_key = True
 
 
+class OversizedInteger(yaml.constructor.ConstructorError):
+    """A decimal integer of more digits than Python converts (sys.get_int_max_str_digits()): DeerFlow's
+    yaml.safe_load fails on it with a ValueError; this says so once, with the line."""
+
+    def __init__(self, digits: int, limit: int, mark: yaml.Mark | None) -> None:
+        problem = f"an integer of {digits} digits, more than the {limit} Python reads"
+        super().__init__(None, None, problem, mark)
+
+
+def _construct_int(loader: SafeLoader, node: yaml.ScalarNode) -> int:
+    try:
+        value: int = yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        longest = max((len(run) for run in re.findall(r"[0-9]+", str(node.value).replace("_", ""))), default=0)
+        if limit and longest > limit:
+            raise OversizedInteger(longest, limit, node.start_mark) from None
+        raise
+    return value
+
+
+SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 # Values a config may hold once its aliases are expanded: DeerFlow's example has about 2,000. A few
 # hundred bytes of nested aliases ("billion laughs") expand past any bound; ckpt's walks would never end.
 MAX_EXPANDED_VALUES = 100_000
@@ -137,11 +163,17 @@ def load_values(text: str) -> Any:
         if node is None:
             return None
         check_expansion(node)
-        return loader.construct_document(node)
+        return _remembered(loader.construct_document(node))
     except RecursionError:
         raise NestingError() from None
     finally:
         loader.dispose()
+
+
+def _remembered(data: Any) -> Any:
+    # Whatever ckpt prints after reading a config (a diff of its lines, a message) has its credentials masked.
+    remember_config_credentials(data)
+    return data
 
 
 # Keys PyYAML's constructor rewrites in the node tree as it builds values: `<<` merges, `=` values.
@@ -175,7 +207,7 @@ def construct_values(node: yaml.Node) -> Any:
     try:
         if _rewritten_by_construction(node):
             node = copy.deepcopy(node)
-        return loader.construct_document(node)
+        return _remembered(loader.construct_document(node))
     except RecursionError:
         raise NestingError() from None
     finally:
@@ -215,6 +247,14 @@ def yaml12_disagreement(written: str, deerflows: object) -> str:
         f"; YAML 1.2 tools (ruamel.yaml, yq, editors' schema checks) read {written} as {value!r}, so they show "
         "another value than DeerFlow uses"
     )
+
+
+def kind_of(value: object) -> str:
+    """What a config value is, for people: `a mapping`, `an integer`, `null`."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ def open_lineages(
     uri: str,
     checkpoints_sql: str,
     writes_sql: str,
-    parameters: tuple[str, ...],
+    parameters: tuple[str | bytes, ...],
     shapes: tuple[object, ...],
     record_type: type,
     /,

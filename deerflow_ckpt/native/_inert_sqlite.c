@@ -96,7 +96,8 @@ static int grow(void **buffer, size_t *capacity, size_t needed, size_t item) {
     return 0;
 }
 
-/* The column as a Key. Text must be UTF-8, as Python's sqlite3 module requires of every text it returns. */
+/* The column as a Key: its stored bytes. Text need not be UTF-8: store/sqlite.py reads text losslessly
+   (store/sqlite_text.py), and key_value decodes it the same way. */
 static int column_key(sqlite3_stmt *statement, int column, Key *key) {
     key->type = sqlite3_column_type(statement, column);
     if (key->type == SQLITE_NULL) {
@@ -116,10 +117,6 @@ static int column_key(sqlite3_stmt *statement, int column, Key *key) {
     if (key->bytes == NULL) {
         if (key->size != 0) return PyErr_NoMemory(), -1;
         key->bytes = no_bytes;
-    }
-    if (key->type == SQLITE_TEXT && !inert_valid_text(key->bytes, key->size)) {
-        PyErr_Format(ReadError, "Could not decode to UTF-8 column '%s'", sqlite3_column_name(statement, column));
-        return -1;
     }
     return 0;
 }
@@ -150,10 +147,12 @@ static int is_text(const Key *key, const char *text, size_t size) {
     return key->type == SQLITE_TEXT && key->size == size && memcmp(key->bytes, text, size) == 0;
 }
 
-/* A key column as Python holds it: None, str or bytes. */
+/* A key column as Python holds it: None, str or bytes; text as sqlite_text.lossless_text reads it (bytes that
+   are not UTF-8 become surrogate escapes, so the str gives back exactly the stored bytes). */
 static PyObject *key_value(const Key *key) {
     if (key->type == SQLITE_NULL) return Py_NewRef(Py_None);
-    if (key->type == SQLITE_TEXT) return PyUnicode_DecodeUTF8((const char *)key->bytes, (Py_ssize_t)key->size, "strict");
+    if (key->type == SQLITE_TEXT)
+        return PyUnicode_DecodeUTF8((const char *)key->bytes, (Py_ssize_t)key->size, "surrogateescape");
     return PyBytes_FromStringAndSize((const char *)key->bytes, (Py_ssize_t)key->size);
 }
 
@@ -579,11 +578,20 @@ static int prepare(Stream *s, const char *sql, PyObject *parameters, sqlite3_stm
         PyErr_SetString(PyExc_ValueError, "parameter count does not match the query");
         return -1;
     }
+    /* As Python's sqlite3 module binds: str as UTF-8 text, bytes as a BLOB (a key that is not UTF-8 comes as
+       its bytes, cast to TEXT in the query: store/sqlite_text.py). */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++) {
-        Py_ssize_t size;
-        const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parameters, i), &size);
-        if (text == NULL) return -1;
-        code = sqlite3_bind_text64(*statement, (int)i + 1, text, (sqlite3_uint64)size, SQLITE_TRANSIENT, SQLITE_UTF8);
+        PyObject *parameter = PyTuple_GET_ITEM(parameters, i);
+        if (PyBytes_Check(parameter)) {
+            code = sqlite3_bind_blob64(*statement, (int)i + 1, PyBytes_AS_STRING(parameter),
+                                       (sqlite3_uint64)PyBytes_GET_SIZE(parameter), SQLITE_TRANSIENT);
+        } else {
+            Py_ssize_t size;
+            const char *text = PyUnicode_AsUTF8AndSize(parameter, &size);
+            if (text == NULL) return -1;
+            code = sqlite3_bind_text64(*statement, (int)i + 1, text, (sqlite3_uint64)size, SQLITE_TRANSIENT,
+                                       SQLITE_UTF8);
+        }
         if (code != SQLITE_OK) return read_failed(s, code);
     }
     return 0;
@@ -603,8 +611,8 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
         return NULL;
     if (PyTuple_GET_SIZE(shapes) != 4) return PyErr_Format(PyExc_ValueError, "four shapes are needed");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++)
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(parameters, i)))
-            return PyErr_Format(PyExc_TypeError, "parameters must be str");
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(parameters, i)) && !PyBytes_Check(PyTuple_GET_ITEM(parameters, i)))
+            return PyErr_Format(PyExc_TypeError, "parameters must be str or bytes");
     Stream *s = PyObject_New(Stream, &StreamType);
     if (s == NULL) return NULL;
     memset((char *)s + sizeof(PyObject), 0, sizeof(Stream) - sizeof(PyObject));

@@ -8,6 +8,7 @@ from typing import Any
 
 from deerflow_ckpt.commands.migrate_config import FileMigration, WriteMode
 from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
+from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
 from deerflow_ckpt.rules import Severity
@@ -58,10 +59,11 @@ def _decode(data: bytes) -> str:
 
 
 def diff_of(outcome: FileMigration) -> str:
+    """The file's diff, its credentials masked: context lines may quote a postgres_url, and CI logs keep it."""
     result = outcome.result
     if not result.changed:
         return ""
-    return unified_diff(_decode(result.original), _decode(result.migrated), outcome.name)
+    return redact(unified_diff(_decode(result.original), _decode(result.migrated), outcome.name))
 
 
 def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[dict[str, Any]]:

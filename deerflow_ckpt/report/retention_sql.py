@@ -26,6 +26,7 @@ from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.store.records import Backend
 from deerflow_ckpt.store.source import PostgresTarget
+from deerflow_ckpt.store.sqlite_text import stored_bytes
 
 # Rows per INSERT: a statement each shell parses quickly, and few of them.
 ROWS_PER_INSERT = 500
@@ -48,8 +49,9 @@ _COLUMNS = {
 def _sqlite_text(value: str) -> str:
     if value.isprintable():
         return f"'{value}'" if "'" not in value else "'" + value.replace("'", "''") + "'"
-    # Control characters stay out of the script's text: the bytes, spelled in hex.
-    return f"CAST(x'{value.encode('utf-8').hex()}' AS TEXT)"
+    # Control characters stay out of the script's text: the bytes, spelled in hex. A key that is not UTF-8
+    # (read as surrogate escapes) is spelled as the very bytes stored, so it names that key and no other.
+    return f"CAST(x'{stored_bytes(value).hex()}' AS TEXT)"
 
 
 def _postgres_text(value: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot
+from deerflow_ckpt.report.printable import json_text
 from deerflow_ckpt.rules import RULES, Rule, RuleCode, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -81,7 +82,8 @@ def checkpoint_location(spot: CheckpointSpot) -> dict[str, Any]:
 def checkpoint_fingerprint(code: RuleCode, spot: CheckpointSpot) -> str:
     """Consumers cannot hash source lines of a database, so the identity comes from rule and place."""
     parts = (code, spot.thread_id, spot.checkpoint_ns, spot.checkpoint_id or "")
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    # surrogateescape: a SQLite key that is not UTF-8 (read losslessly) hashes as its stored bytes.
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def checkpoint_properties(spot: CheckpointSpot) -> dict[str, Any]:
@@ -124,4 +126,4 @@ def to_sarif(annotations: Sequence[Annotation], *, command: str, exit_code: int,
         "properties": {"command": command},
     }
     document = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"

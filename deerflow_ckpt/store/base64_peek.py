@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import hashlib
 import re
 
@@ -30,15 +31,20 @@ def find_base64_files(data: bytes, msgpack: bool = True) -> list[Base64File]:
     """Each base64 file in `data`. A data URI counts wherever it is; bare base64 only where it is a whole
     string: right after a msgpack str header (`msgpack`), or all of `data` (a JSON string's text)."""
     found: list[Base64File] = []
-    covered: list[tuple[int, int]] = []
+    # The data URIs' base64 spans, in order and apart (finditer never overlaps): a hit inside one is looked up
+    # by bisection, so a value of many URIs costs n log n, not a scan of every span per hit.
+    starts: list[int] = []
+    ends: list[int] = []
     for match in _DATA_URI.finditer(data):
-        covered.append((match.start(2), match.end(2)))
+        starts.append(match.start(2))
+        ends.append(match.end(2))
         if len(match.group(2)) >= MIN_RUN_BYTES:
             found.append((f"data-uri {match.group(1).decode()}", match.start(2), len(match.group(2))))
     for signature, kind in SIGNATURES:
         start = data.find(signature)
         while start >= 0:
-            if not any(low <= start < high for low, high in covered):
+            span = bisect.bisect_right(starts, start) - 1
+            if span < 0 or start >= ends[span]:
                 length = _string_length(data, start) if msgpack else (len(data) if start == 0 else None)
                 if length is not None:
                     matched = _BASE64_RUN.match(data, start, start + length)

@@ -9,7 +9,6 @@ rows, each parsed by store.messages without building a message.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -31,6 +30,7 @@ from deerflow_ckpt.store.messages import (
 from deerflow_ckpt.store.records import Lineage, Shape, key_text
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseTarget, PostgresTarget, SqliteTarget
+from deerflow_ckpt.store.sqlite_text import key_in, text_parameter
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 
 _SQLITE_CHECKPOINTS = """
@@ -147,14 +147,22 @@ class SqliteHistoryReader:
 
 _LINEAGE_STORED = """
 SELECT checkpoint_id, type, CAST(checkpoint AS BLOB) FROM checkpoints
-WHERE thread_id = ? AND (checkpoint_ns = ? OR (? = '' AND checkpoint_ns IS NULL))
-  AND checkpoint_id IN (SELECT value FROM json_each(?))
+WHERE {lineage} AND {ids}
 """
 _LINEAGE_WRITES = """
 SELECT checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB) FROM writes
-WHERE thread_id = ? AND (checkpoint_ns = ? OR (? = '' AND checkpoint_ns IS NULL)) AND channel = 'messages'
+WHERE {lineage} AND channel = 'messages'
 ORDER BY checkpoint_id, task_id, idx
 """
+# A NULL namespace reads as '' in the scan's records.
+_LINEAGE = "thread_id = {thread} AND (checkpoint_ns = {ns} OR ({ns} = '' AND checkpoint_ns IS NULL))"
+
+
+def _lineage_condition(lineage: Lineage) -> tuple[str, list[Any]]:
+    """The lineage's rows by key, and the parameters: a key that is not UTF-8 bound as its stored bytes."""
+    thread, thread_value = text_parameter("?", lineage.thread_id)
+    ns, ns_value = text_parameter("?", lineage.checkpoint_ns)
+    return _LINEAGE.format(thread=thread, ns=ns), [thread_value, ns_value, ns_value]
 
 
 class SqliteLineageHistories:
@@ -180,7 +188,7 @@ class SqliteLineageHistories:
             self._connection.close()
             raise StoreError(f"reading {target.describe()} failed: {exc}") from None
         self._has_path = "task_path" in columns
-        self._writes_sql = _LINEAGE_WRITES.format(task_path="task_path" if self._has_path else "''")
+        self._task_path = "task_path" if self._has_path else "''"
 
     def close(self) -> None:
         self._connection.close()
@@ -191,20 +199,22 @@ class SqliteLineageHistories:
         checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
         by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
         storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
-        # A NULL namespace reads as '' in the scan's records.
-        key = (lineage.thread_id, lineage.checkpoint_ns, lineage.checkpoint_ns)
+        condition, key = _lineage_condition(lineage)
         budget = _Budget()
         found: dict[str, int] = {}
         try:
             if storing:
+                ids, array = key_in("checkpoint_id", "?", storing)
+                stored_sql = _LINEAGE_STORED.format(lineage=condition, ids=ids)
                 # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
-                for checkpoint_id, kind, data in self._connection.execute(_LINEAGE_STORED, (*key, json.dumps(storing))):
+                for checkpoint_id, kind, data in self._connection.execute(stored_sql, (*key, array)):
                     checkpoint = by_id.get(key_text(checkpoint_id))
                     if checkpoint is not None:
                         found[checkpoint.checkpoint_id] = -1
                         _set_from_row(checkpoint, kind, data)
                         budget.keep(checkpoint.stored)
-            for row in self._connection.execute(self._writes_sql, key):
+            writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
+            for row in self._connection.execute(writes_sql, key):
                 checkpoint = by_id.get(key_text(row[0]))
                 if checkpoint is not None:
                     found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1

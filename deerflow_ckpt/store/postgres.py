@@ -8,6 +8,7 @@ checkpoint stored one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from deerflow_ckpt.redact import redact
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.metadata import metadata_in_python
 from deerflow_ckpt.store.peek import InertDecoder, head_is_empty_snapshot, head_is_list, head_is_snapshot
-from deerflow_ckpt.store.prefetch import NetworkTimeout, Prefetcher
+from deerflow_ckpt.store.prefetch import Prefetcher
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
@@ -28,7 +29,7 @@ from deerflow_ckpt.store.records import (
     Shape,
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
-from deerflow_ckpt.store.source import PostgresTarget
+from deerflow_ckpt.store.source import PostgresTarget, PostgresTimeouts
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_stored_bytes
 
 # Stored sizes as DeerFlow's benchmark counts them (the metadata's is the length of its text, which the scan
@@ -84,10 +85,13 @@ def _json_value(data: str | bytes) -> Any:
 
 
 def connect(target: PostgresTarget, writable: bool = False) -> Any:
-    """A connection whose transactions are read-only; `writable` only for `ckpt convert`'s own copy."""
+    """A connection whose every wait on the server ends after --network-timeout (store/deadline.py); its
+    transactions are read-only, except `writable` ones for `ckpt convert`'s own copy."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types.json import set_json_loads
+
+    from deerflow_ckpt.store.deadline import DeadlineConnection, NetworkTimeout
 
     timeouts = target.timeouts
     # jit off: compiling the scan's expressions costs more than it saves on one pass over the rows. The
@@ -106,14 +110,27 @@ def connect(target: PostgresTarget, writable: bool = False) -> Any:
         # The DSN's own options (a search_path, say) stay; ours follow them.
         existing = conninfo_to_dict(target.conninfo).get("options")
         options = f"{existing} {options}" if existing else options
-        conninfo = make_conninfo(target.conninfo, options=options, connect_timeout=timeouts.connect)
-        connection = psycopg.connect(f"{conninfo} {_KEEPALIVES}", autocommit=False)
+        conninfo = make_conninfo(target.conninfo, options=options, connect_timeout=_connect_timeout(timeouts))
+        connection = DeadlineConnection.connect(f"{conninfo} {_KEEPALIVES}", autocommit=False)
+    except psycopg.errors.ConnectionTimeout:
+        raise NetworkTimeout(
+            f"cannot connect to {target.describe()}: no answer from the server within {_connect_timeout(timeouts)} s "
+            "(the connection attempt's limit, or --network-timeout if shorter)"
+        ) from None
     except Exception as exc:  # psycopg raises many kinds; the message may echo the DSN
         raise StoreError(f"cannot connect to {target.describe()}: {redact(str(exc)).strip()}") from None
+    connection.network_timeout = timeouts.network
+    connection.description = target.describe()
     # Belt and braces over the session default: every transaction begins READ ONLY.
     connection.read_only = not writable
     set_json_loads(_json_value, connection)
     return connection
+
+
+def _connect_timeout(timeouts: PostgresTimeouts) -> int:
+    """libpq's connect_timeout: the connection attempt's limit, or the network timeout if shorter (libpq
+    takes whole seconds, at least 2)."""
+    return max(2, min(timeouts.connect, math.ceil(timeouts.network)))
 
 
 _BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"})
@@ -203,21 +220,14 @@ class PostgresCheckpointReader:
         import psycopg
 
         connection = connect(self.target)
-        abandoned = False
         try:
             tables = table_names(connection, self.target.schema)
             yield from self._stream(connection, tables, selection, byte_ordered(connection))
             connection.rollback()
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
-        except NetworkTimeout as exc:
-            # The fetching thread is stuck in libpq with the connection: leave both to the process's exit;
-            # the server ends the session after idle_in_transaction_session_timeout.
-            abandoned = True
-            raise StoreError(f"reading {self.target.describe()} stopped: {exc} (--network-timeout)") from None
         finally:
-            if not abandoned:
-                connection.close()
+            connection.close()
 
     def _cursor(self, connection: Any, name: str, query: Any, parameters: tuple[Any, ...]) -> Any:
         # Binary results: bytea arrives as it is stored instead of as hex text to decode.
@@ -314,9 +324,7 @@ class PostgresCheckpointReader:
             for name, query in zip(("ckpt_checkpoints", "ckpt_writes", "ckpt_blobs"), queries, strict=True)
         )
         # Blob rows carry their size (column 5): snapshot bytes now cross the wire, so their batches are sized.
-        prefetcher = Prefetcher(
-            [checkpoints, writes, blobs], FETCH_ROWS, read_timeout=self.target.timeouts.network, size_columns={2: 5}
-        )
+        prefetcher = Prefetcher([checkpoints, writes, blobs], FETCH_ROWS, size_columns={2: 5})
         try:
             yield from self._merge(prefetcher.rows(0), prefetcher.rows(1), prefetcher.rows(2))
         finally:

@@ -8,12 +8,13 @@ libpq with the GIL released, so the two overlap. Memory stays bounded: depth x c
 a cursor whose rows carry their size in bytes (blobs, snapshots among them) gets batches sized to
 `batch_bytes` by the largest row it has returned, growing at most twofold a batch: only a batch where
 rows larger than any before first appear can exceed the budget (at most twice the last batch's rows).
+The fetching thread's waits end with the connection's deadline (store/deadline.py): a silent server is
+an error the reader gets, never a thread left behind.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -21,15 +22,9 @@ from typing import Any
 FIRST_SIZED_ROWS = 16
 
 
-class NetworkTimeout(Exception):
-    """No batch arrived for the read timeout: the server or the network stopped answering."""
-
-
 class Prefetcher:
     """Rows of `cursors` (each with fetchmany), fetched ahead by one thread; close() before the connection.
 
-    `read_timeout`: seconds the reader waits for a batch before NetworkTimeout; the fetching thread, stuck
-    in libpq, is then abandoned (a daemon thread) and its connection must not be touched again.
     `size_columns`: cursor index -> the column holding each row's size in bytes; that cursor's next batch
     is sized from the largest row it has returned to `batch_bytes` (at least one row, at most `batch_rows`,
     at most twice the last batch).
@@ -40,13 +35,10 @@ class Prefetcher:
         cursors: list[Any],
         batch_rows: int,
         depth: int = 2,
-        read_timeout: float | None = None,
         size_columns: dict[int, int] | None = None,
         batch_bytes: int = 8 << 20,
     ) -> None:
         self._cursors = cursors
-        self._read_timeout = read_timeout
-        self.stuck = False
         self._batch_rows = batch_rows
         self._size_columns = size_columns or {}
         # A sized cursor starts small: nothing is known of its rows yet, and a first batch may be all large.
@@ -68,13 +60,8 @@ class Prefetcher:
         ready, changed = self._ready[index], self._changed
         while True:
             with changed:
-                deadline = None if self._read_timeout is None else time.monotonic() + self._read_timeout
                 while not ready and not self._exhausted[index] and self._error is None:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        self.stuck = True
-                        raise NetworkTimeout(f"no data from the server for {self._read_timeout:g} s")
-                    changed.wait(left)
+                    changed.wait()
                 if self._error is not None:
                     raise self._error
                 if not ready:
@@ -88,8 +75,7 @@ class Prefetcher:
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
-        if not self.stuck:
-            self._thread.join()
+        self._thread.join()
 
     def _next_wanted(self) -> int | None:
         """The open cursor with the fewest batches ready (the reader may be waiting on it), or None."""

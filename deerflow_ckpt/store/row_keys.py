@@ -159,12 +159,11 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
     from psycopg import sql
 
     from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
-    from deerflow_ckpt.store.prefetch import NetworkTimeout, Prefetcher
+    from deerflow_ckpt.store.prefetch import Prefetcher
 
     connection = connect(target)
     # One snapshot for the three queries: a writer's commit between them must not split a lineage.
     connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    abandoned = False
     try:
         tables = table_names(connection, target.schema)
         in_byte_order = byte_ordered(connection)
@@ -181,7 +180,7 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
             cursor = connection.cursor(name=name)
             cursor.execute(statement, tuple(parameters))
             cursors.append(cursor)
-        prefetcher = Prefetcher(cursors, _PG_BATCH_ROWS, read_timeout=target.timeouts.network)
+        prefetcher = Prefetcher(cursors, _PG_BATCH_ROWS)
         try:
             rows = prefetcher.rows
             yield from _merge(rows(0), rows(1), rows(2), _postgres_order, aggregated=False)
@@ -190,12 +189,8 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
         connection.rollback()
     except psycopg.Error as exc:
         raise StoreError(f"reading {target.describe()} failed: {redact(str(exc)).strip()}") from None
-    except NetworkTimeout as exc:
-        abandoned = True
-        raise StoreError(f"reading {target.describe()} stopped: {exc} (--network-timeout)") from None
     finally:
-        if not abandoned:
-            connection.close()
+        connection.close()
 
 
 def _postgres_order(key: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from deerflow_ckpt.store.sqlite_text import is_utf8, key_in, text_parameter
 
 
 @dataclass(frozen=True)
@@ -21,20 +22,31 @@ class ThreadSelection:
         clauses: list[str] = []
         parameters: list[Any] = []
         for value, operator in ((self.thread_id, "="), (self.lower, ">="), (self.upper, "<")):
-            if value is not None:
-                clauses.append(f"{column} {operator} {placeholder}")
-                parameters.append(value)
+            if value is None:
+                continue
+            if sqlite:
+                # A thread id that is not UTF-8 (read losslessly) is bound as its stored bytes.
+                bound, value = text_parameter(placeholder, value)
+            elif not is_utf8(value):
+                # Postgres text is always UTF-8: a name that is not (from argv) names no thread there.
+                clauses.append("false")
+                continue
+            else:
+                bound = placeholder
+            clauses.append(f"{column} {operator} {bound}")
+            parameters.append(value)
         if self.upper is not None and self.lower is None:
             # The first share also reads NULL thread ids (a schema without NOT NULL): no range holds them.
             clauses[-1] = f"({clauses[-1]} OR {column} IS NULL)"
         if self.thread_ids is not None:
             # One parameter whatever the count: SQLite reads a JSON array, Postgres binds a text[].
             if sqlite:
-                clauses.append(f"{column} IN (SELECT value FROM json_each({placeholder}))")
-                parameters.append(json.dumps(list(self.thread_ids)))
+                condition, array = key_in(column, placeholder, list(self.thread_ids))
+                clauses.append(condition)
+                parameters.append(array)
             else:
                 clauses.append(f"{column} = ANY({placeholder})")
-                parameters.append(list(self.thread_ids))
+                parameters.append([thread_id for thread_id in self.thread_ids if is_utf8(thread_id)])
         return clauses, parameters
 
 

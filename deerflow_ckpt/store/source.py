@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from deerflow_ckpt.config.identity import DsnError, libpq_parameters
 from deerflow_ckpt.config.location import (
     DatabaseLocation,
     PostgresLocation,
@@ -17,7 +18,7 @@ from deerflow_ckpt.config.location import (
     normalize_dsn,
 )
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.redact import redact, remember_secret, url_password
+from deerflow_ckpt.redact import redact, remember_dsn
 
 # How store/sqlite.py says a file opened but holds no checkpoint tables.
 NOT_CHECKPOINT_DATABASE = "is not a LangGraph checkpoint database"
@@ -70,24 +71,18 @@ class DatabaseChoice:
     found_via: str
 
 
-def postgres_target(dsn: str, schema: str) -> PostgresTarget:
+def postgres_target(dsn: str, schema: str, given_by: str = "--db") -> PostgresTarget:
+    """The Postgres database `dsn` names; `given_by` (the option or config section) heads a refusal."""
     if schema and not is_schema_name(schema):
         raise StoreError(f"postgres schema {schema!r} is not a plain lowercase PostgreSQL identifier")
     normalized = normalize_dsn(dsn.strip())
-    _remember_password(normalized)
-    return PostgresTarget(normalized, schema)
-
-
-def _remember_password(dsn: str) -> None:
-    # psycopg's own errors can echo a DSN; registering the password masks it in every message. The
-    # forgiving reading first: libpq stops a password at an unencoded '@' and would leave the rest shown.
-    remember_secret(url_password(dsn))
+    # psycopg's errors can echo a DSN: every reading of its password is masked in every later message.
+    remember_dsn(normalized)
     try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        remember_secret(str(conninfo_to_dict(dsn).get("password") or ""))
-    except Exception:  # an unparsable DSN fails later with a redacted message
-        pass
+        libpq_parameters(normalized)
+    except DsnError as exc:
+        raise StoreError(f"{given_by}: the PostgreSQL DSN cannot be used: {exc}") from None
+    return PostgresTarget(normalized, schema)
 
 
 # Any URL scheme: a --db that has one and is no PostgreSQL DSN is refused, not taken for a file name.
@@ -100,7 +95,7 @@ def target_from_argument(value: str, schema: str = "", immutable: bool = False) 
         return postgres_target(value, schema)
     scheme = _URL_SCHEME.match(value)
     if scheme is not None:
-        remember_secret(url_password(value))
+        remember_dsn(value)
         raise StoreError(
             f"--db {redact(value)}: ckpt reads PostgreSQL (postgresql://, postgres://) and SQLite files, not "
             f"{scheme.group(1)}://; give a SQLite database as a path"
@@ -144,5 +139,5 @@ def choose(location: DatabaseLocation, immutable: bool = False) -> DatabaseChoic
     """The database at `location`: its Postgres target, or the first candidate file that is a checkpoint
     database."""
     if isinstance(location, PostgresLocation):
-        return DatabaseChoice(postgres_target(location.dsn, location.schema), location.via)
+        return DatabaseChoice(postgres_target(location.dsn, location.schema, location.via), location.via)
     return _first_existing(location.candidates, location.via, immutable)

@@ -1,7 +1,8 @@
 """Read a LangGraph SQLite checkpoint database read-only, one thread at a time.
 
 Never through SqliteSaver: its first call runs setup(), which switches the journal to WAL and creates
-tables. The connection is a `mode=ro` URI built from the resolved path, inside one read transaction.
+tables. The connection is a `mode=ro` URI built from the resolved path, inside one read transaction. Text is
+read losslessly (store/sqlite_text.py): a key that is not UTF-8 is one more key, not a failed scan.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import msgspec
 
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.native import (
     MESSAGES_LIST,
     MESSAGES_OTHER,
@@ -51,6 +53,7 @@ from deerflow_ckpt.store.records import (
 )
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
+from deerflow_ckpt.store.sqlite_text import lossless_text, stored_bytes
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes, fold_contents
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -103,7 +106,7 @@ def _check_openable(path: Path, immutable: bool) -> None:
 
 def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
     """The resolved path and its `mode=ro` URI (or the explicit immutable opt-in), checked openable."""
-    path = target.path.expanduser().resolve()
+    path = resolved(target.path.expanduser(), StoreError)
     _check_openable(path, target.immutable)
     # as_uri() percent-encodes '?' and '#', which a hand-built "file:" string would misread.
     return path, path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
@@ -118,6 +121,7 @@ def _connect(path: Path, uri: str) -> sqlite3.Connection:
     """connect_readonly for a path and URI that readonly_uri already resolved and checked."""
     try:
         connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        connection.text_factory = lossless_text
         connection.execute("PRAGMA query_only = 1")
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error as exc:
@@ -324,7 +328,8 @@ class SqliteCheckpointReader:
                 row = connection.execute(
                     "SELECT thread_id FROM checkpoints ORDER BY thread_id LIMIT 1 OFFSET ?", (total * part // parts,)
                 ).fetchone()
-                if row is not None and (not points or row[0] > points[-1]):
+                # In SQLite's order: a key that is not text, or not UTF-8, compares as SQLite sorts it.
+                if row is not None and (not points or sqlite_order(row[0]) > sqlite_order(points[-1])):
                     points.append(row[0])
             return points
         except sqlite3.Error as exc:
@@ -481,7 +486,7 @@ def sqlite_order(value: object) -> tuple[int, Any]:
     if isinstance(value, int | float):
         return (1, value)
     if isinstance(value, str):
-        return (2, value.encode("utf-8", "surrogatepass"))
+        return (2, stored_bytes(value))
     return (3, bytes(value))  # type: ignore[call-overload]
 
 

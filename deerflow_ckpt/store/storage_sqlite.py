@@ -43,6 +43,7 @@ from deerflow_ckpt.store.messages import TOOL_MESSAGE_MARKER, tool_outputs
 from deerflow_ckpt.store.records import key_text
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly, readonly_uri
+from deerflow_ckpt.store.sqlite_text import lossless_text, text_parameter
 from deerflow_ckpt.store.storage import (
     TOOL_OUTPUTS,
     AppThreads,
@@ -96,11 +97,6 @@ def _peek(hits: _Hits, data: bytes, where: StoredIn, thread_id: str, ns: str, ch
             hit[1] += 1
             if checkpoint_id < hit[2]:
                 hit[2] = checkpoint_id
-
-
-def _lossless_text(data: bytes) -> str:
-    """SQLite text as str whatever its bytes: invalid UTF-8 kept as surrogate escapes, never an error."""
-    return data.decode("utf-8", "surrogateescape")
 
 
 def _undecodable(exc: sqlite3.Error) -> bool:
@@ -320,6 +316,8 @@ def _count_writes(connection: sqlite3.Connection, rows: RowRange, tally: _Tally,
 
 def _count_rows(connection: sqlite3.Connection, share: tuple[RowRange, RowRange], request: StorageRequest) -> _Tally:
     """Both passes over a share; again, reading text losslessly, when some is not UTF-8."""
+    # Python's own decoding first (connect_readonly reads losslessly): the common case pays nothing for it.
+    connection.text_factory = str
     try:
         tally = _count_checkpoints(connection, share[0], request)
         _count_writes(connection, share[1], tally, request)
@@ -327,7 +325,7 @@ def _count_rows(connection: sqlite3.Connection, share: tuple[RowRange, RowRange]
     except sqlite3.OperationalError as exc:
         if not _undecodable(exc):
             raise
-    connection.text_factory = _lossless_text
+    connection.text_factory = lossless_text
     tally = _count_checkpoints(connection, share[0], request)
     _count_writes(connection, share[1], tally, request)
     tally.lossless = True
@@ -559,12 +557,8 @@ def _key_condition(column: str, key: Any) -> tuple[str, tuple[Any, ...]]:
     same bytes cast to TEXT (binding the str would fail), a BLOB as a BLOB."""
     if key is None:
         return f"{column} IS NULL", ()
-    if type(key) is str and not key.isascii():
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{column} = CAST(? AS TEXT)", (key.encode("utf-8", "surrogateescape"),)
-    return f"{column} = ?", (key,)
+    bound, value = text_parameter("?", key)
+    return f"{column} = {bound}", (value,)
 
 
 def _thread_rows(connection: sqlite3.Connection, key: Any) -> tuple[WriteTimes, int | None, int | None]:
@@ -759,8 +753,7 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
         if pool is not None:
             pool.shutdown(cancel_futures=True)
         raise
-    # The few rows read besides the passes (names, spans, the app table) are read losslessly.
-    connection.text_factory = _lossless_text
+    # The few rows read besides the passes (names, spans, the app table) are read losslessly (connect_readonly).
     try:
         connection.execute("BEGIN")
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot starts here
@@ -775,9 +768,8 @@ def read_sqlite_storage(target: SqliteTarget, request: StorageRequest, jobs: int
             for future in futures:
                 tally.merge(future.result())
         else:
-            connection.text_factory = str
             tally = _count_rows(connection, (None, None), request)
-            connection.text_factory = _lossless_text
+            connection.text_factory = lossless_text
         if tally.lossless:
             facts.notes.append("some keys are not UTF-8 text: their invalid bytes are shown escaped")
         facts.metadata_bytes = tally.metadata_bytes
