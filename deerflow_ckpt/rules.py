@@ -105,7 +105,7 @@ RULES: dict[RuleCode, Rule] = {
             Severity.ERROR,
             "payload unsafe to load (pickle or a foreign type)",
             "loading it can run arbitrary code; quarantine the thread and start readers with "
-            "LANGGRAPH_STRICT_MSGPACK=true",
+            "LANGGRAPH_STRICT_MSGPACK=true (json-typed payloads are revived even so)",
         ),
         Rule(
             RuleCode.CK106,  # verify-shape --deep: a stored list is not the fold of the writes before it

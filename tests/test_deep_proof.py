@@ -452,9 +452,10 @@ def test_postgres_stored_lists_are_chosen_by_marker_and_creating_version() -> No
     marked, inherits, creates, shares, dangling = (HistoryCheckpoint(f"c{i}", None) for i in range(5))
     references = [(marked, True, "v1"), (inherits, None, "v1"), (creates, None, "v2"), (shares, None, "v2")]
     references.append((dangling, True, "v3"))
-    rows = iter([("t", "", "v1", "msgpack", snapshot), ("t", "", "v2", "msgpack", plain), ("u", "", "v1", "x", b"")])
+    stored = [("t", "", "v1", "msgpack", snapshot, len(snapshot)), ("t", "", "v2", "msgpack", plain, len(plain))]
+    rows = iter([*stored, ("u", "", "v1", "x", b"", 0)])
     left = _attach_blobs(references, ("t", ""), rows, next(rows), _Budget())
-    assert left == ("u", "", "v1", "x", b"")  # the next lineage's row is handed back
+    assert left == ("u", "", "v1", "x", b"", 0)  # the next lineage's row is handed back
     assert marked.stored is not None and marked.stored.snapshot and marked.stored.equals(messages)
     assert creates.stored is not None and not creates.stored.snapshot and creates.stored.equals(messages)
     assert inherits.stored is None and shares.stored is None

@@ -33,14 +33,38 @@ from deerflow_ckpt.store.source import DatabaseTarget, PostgresTarget, SqliteTar
 from deerflow_ckpt.store.sqlite_text import key_in, text_parameter
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 
-_SQLITE_CHECKPOINTS = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, CAST(checkpoint AS BLOB),
-       CAST(metadata AS BLOB)
-FROM checkpoints {where} ORDER BY thread_id, checkpoint_ns, checkpoint_id
+# The largest stored value (a checkpoint row, a write, a blob) the proof reads; a larger one is left in the
+# database, its size said, and what it holds is unprovable (README, "Security model and limits"). Under it,
+# a value is held about three times at most (SQLite's or libpq's copy, the driver's row, a stored list or a
+# message new to the lineage taken from it), so one value never costs the proof much more than 192 MiB.
+VALUE_LIMIT = 64 << 20
+
+
+def _sqlite_value(column: str) -> str:
+    """A payload column as the proof selects it: its bytes, NULL past VALUE_LIMIT, then its size in bytes
+    (a BLOB's length is read from the record header, without loading the value)."""
+    size = f"CASE typeof({column}) WHEN 'blob' THEN length({column}) ELSE length(CAST({column} AS BLOB)) END"
+    return f"CASE WHEN {size} > {VALUE_LIMIT} THEN NULL ELSE CAST({column} AS BLOB) END, {size}"
+
+
+def _postgres_value(column: str) -> str:
+    """As _sqlite_value, for a bytea column (octet_length reads a TOASTed value's size from its header)."""
+    return f"CASE WHEN octet_length({column}) > {VALUE_LIMIT} THEN NULL ELSE {column} END, octet_length({column})"
+
+
+def past_limit(where: str, size: int) -> str:
+    """Why a value the proof left in the database is not read."""
+    return f"{where} is {size:,} bytes, past the {VALUE_LIMIT >> 20} MiB the deep proof reads of one value"
+
+
+_SQLITE_CHECKPOINTS = f"""
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, CAST(metadata AS BLOB),
+       {_sqlite_value("checkpoint")}
+FROM checkpoints {{where}} ORDER BY thread_id, checkpoint_ns, checkpoint_id
 """
-_SQLITE_WRITES = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB)
-FROM writes WHERE channel = 'messages' {and_where}
+_SQLITE_WRITES = f"""
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {{task_path}}, idx, type, {_sqlite_value("value")}
+FROM writes WHERE channel = 'messages' {{and_where}}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
 """
 _PG_CHECKPOINTS = """
@@ -50,15 +74,15 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata->
 FROM {checkpoints} {where}
 ORDER BY thread_id{c}, checkpoint_ns{c}, checkpoint_id{c}
 """
-_PG_BLOBS = """
-SELECT thread_id, checkpoint_ns, version, type, blob
-FROM {blobs} WHERE channel = 'messages' {and_where}
-ORDER BY thread_id{c}, checkpoint_ns{c}, version{c}
+_PG_BLOBS = f"""
+SELECT thread_id, checkpoint_ns, version, type, {_postgres_value("blob")}
+FROM {{blobs}} WHERE channel = 'messages' {{and_where}}
+ORDER BY thread_id{{c}}, checkpoint_ns{{c}}, version{{c}}
 """
-_PG_WRITES = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, type, blob
-FROM {writes} WHERE channel = 'messages' {and_where}
-ORDER BY thread_id{c}, checkpoint_ns{c}, checkpoint_id{c}, task_id, idx
+_PG_WRITES = f"""
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {{task_path}}, idx, type, {_postgres_value("blob")}
+FROM {{writes}} WHERE channel = 'messages' {{and_where}}
+ORDER BY thread_id{{c}}, checkpoint_ns{{c}}, checkpoint_id{{c}}, task_id, idx
 """
 # Rows per round trip: small rows in thousands; blobs hold whole snapshots, so fewer.
 _FETCH_ROWS = 2000
@@ -73,12 +97,15 @@ def open_history(target: DatabaseTarget) -> SqliteHistoryReader | PostgresHistor
 
 
 def _add_write(checkpoint: HistoryCheckpoint, row: tuple[Any, ...], has_path: bool, cache: MessageCache) -> None:
-    task_id, task_path, idx, kind, data = row
+    task_id, task_path, idx, kind, data, size = row
     if checkpoint.writes_unprovable is not None:
         return
     if type(task_id) is not str or type(task_path) is not str or type(idx) is not int:
         task_id, task_path, idx = key_text(task_id), key_text(task_path or ""), idx if type(idx) is int else 0
     where = f"the messages write of task {task_id}"
+    if data is None and size is not None:
+        checkpoint.writes_unprovable = past_limit(where, size)
+        return
     if kind != "msgpack" or data is None:
         checkpoint.writes_unprovable = f"{where} is not msgpack ({key_text(kind)})"
         return
@@ -105,7 +132,10 @@ def _set_stored(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | memoryvi
         checkpoint.unprovable = str(exc)
 
 
-def _set_from_checkpoint(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None) -> None:
+def _set_from_checkpoint(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None, size: int | None) -> None:
+    if data is None and size is not None:
+        checkpoint.unprovable = past_limit("the checkpoint", size)
+        return
     if kind != "msgpack" or data is None:
         checkpoint.unprovable = "the checkpoint is not msgpack (see the shape findings)"
         return
@@ -145,14 +175,16 @@ class SqliteHistoryReader:
             connection.close()
 
 
-_LINEAGE_STORED = """
-SELECT checkpoint_id, type, CAST(checkpoint AS BLOB) FROM checkpoints
-WHERE {lineage} AND {ids}
+_LINEAGE_STORED = f"""
+SELECT checkpoint_id, type, {_sqlite_value("checkpoint")} FROM checkpoints
+WHERE {{lineage}} AND {{ids}}
 """
-_LINEAGE_WRITES = """
-SELECT checkpoint_id, task_id, {task_path}, idx, type, CAST(value AS BLOB) FROM writes
-WHERE {lineage} AND channel = 'messages'
-ORDER BY checkpoint_id, task_id, idx
+# In the primary key's order (checkpoint_ns first): rows stream from the index, where an order SQLite must
+# sort by would copy every value of the lineage into its sorter. The proof orders a step's writes itself.
+_LINEAGE_WRITES = f"""
+SELECT checkpoint_id, task_id, {{task_path}}, idx, type, {_sqlite_value("value")} FROM writes
+WHERE {{lineage}} AND channel = 'messages'
+ORDER BY checkpoint_ns, checkpoint_id, task_id, idx
 """
 # A NULL namespace reads as '' in the scan's records.
 _LINEAGE = "thread_id = {thread} AND (checkpoint_ns = {ns} OR ({ns} = '' AND checkpoint_ns IS NULL))"
@@ -207,11 +239,13 @@ class SqliteLineageHistories:
                 ids, array = key_in("checkpoint_id", "?", storing)
                 stored_sql = _LINEAGE_STORED.format(lineage=condition, ids=ids)
                 # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
-                for checkpoint_id, kind, data in self._connection.execute(stored_sql, (*key, array)):
+                rows = self._connection.execute(stored_sql, (*key, array))
+                for checkpoint_id, kind, data, size in rows:
                     checkpoint = by_id.get(key_text(checkpoint_id))
                     if checkpoint is not None:
                         found[checkpoint.checkpoint_id] = -1
-                        _set_from_row(checkpoint, kind, data)
+                        _set_from_row(checkpoint, kind, data, size)
+                        del data  # the row goes before the list copied from it is compacted: one copy less
                         budget.keep(checkpoint.stored)
             writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
             for row in self._connection.execute(writes_sql, key):
@@ -244,12 +278,12 @@ def _check_read_again(
             checkpoint.writes_unprovable = _NOT_READ_AGAIN.format(what="messages writes")
 
 
-def _set_from_row(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None) -> None:
+def _set_from_row(checkpoint: HistoryCheckpoint, kind: Any, data: bytes | None, size: int | None) -> None:
     """The list a checkpoint row stores under channel_values["messages"] (the streamed pass reads it the same
     way, but also reads rows the scan classed as storing none, such as a json-typed checkpoint)."""
     values = read_checkpoint(data) if kind == "msgpack" and data is not None else None
     if values is None:
-        _set_from_checkpoint(checkpoint, kind, data)
+        _set_from_checkpoint(checkpoint, kind, data, size)
         return
     raw = values.channel_values.get(MESSAGES_CHANNEL)
     if raw is not None:
@@ -262,7 +296,7 @@ def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, 
     summary_of = native.checkpoint_summary
     metadata_of = native.metadata_summary
     absent = native.MESSAGES_ABSENT
-    for thread_id, ns, checkpoint_id, parent_id, kind, data, metadata in rows:
+    for thread_id, ns, checkpoint_id, parent_id, kind, metadata, data, size in rows:
         if type(checkpoint_id) is not str or (parent_id is not None and type(parent_id) is not str):
             checkpoint_id, parent_id = key_text(checkpoint_id), None if parent_id is None else key_text(parent_id)
         facts = metadata_of(metadata) if metadata_of is not None and metadata is not None else None
@@ -279,11 +313,13 @@ def _sqlite_checkpoints(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, 
         else:
             values = None
         if values is None:
-            _set_from_checkpoint(checkpoint, kind, data)
+            _set_from_checkpoint(checkpoint, kind, data, size)
         else:
             raw = values.channel_values.get(MESSAGES_CHANNEL)
             if raw is not None:
                 _set_stored(checkpoint, "msgpack", raw, "the stored messages")
+        # The row goes before the consumer compacts the list copied from it: one copy less.
+        data = values = raw = None
         yield thread_id, ns, checkpoint
 
 
@@ -485,10 +521,10 @@ def _attach_blobs(
         if row_key != key:
             if _text_later(row_key, key):
                 break
-        elif pending[2] in wanted and pending[4] is not None:
+        elif pending[2] in wanted and (pending[4] is not None or pending[5] is not None):
             found.add(pending[2])
             for checkpoint, marked in wanted[pending[2]]:
-                _attach_blob(checkpoint, marked, pending[3], pending[4], budget)
+                _attach_blob(checkpoint, marked, pending[3], pending[4], pending[5], budget)
         pending = next(blobs, None)
     for version, holders in wanted.items():
         for checkpoint, marked in holders:
@@ -497,7 +533,12 @@ def _attach_blobs(
     return pending
 
 
-def _attach_blob(checkpoint: HistoryCheckpoint, marked: bool, kind: Any, data: Any, budget: _Budget) -> None:
+def _attach_blob(
+    checkpoint: HistoryCheckpoint, marked: bool, kind: Any, data: Any, size: int | None, budget: _Budget
+) -> None:
+    if data is None:
+        checkpoint.unprovable = past_limit("the stored snapshot" if marked else "the stored messages", size or 0)
+        return
     if marked:
         _set_stored(checkpoint, kind, data, "the stored snapshot")
     elif kind == "msgpack":

@@ -9,6 +9,7 @@ LangGraph would convert it or assign it a random id on load, is `Unprovable`, ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,22 +88,36 @@ class StoredList:
     def equals(self, messages: list[StoredMessage]) -> bool:
         """The same messages as the fold, byte for byte."""
         if self.data is not None:
-            return self.data == serialized_list(messages)
+            return _laid_end_to_end(self.data, messages)
         assert self.items is not None
         # Equal bytes are one cached object: list equality tries identity first.
         return len(self.items) == len(messages) and messages == list(self.items)
 
 
+def _array_header(count: int) -> bytes:
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
 def serialized_list(messages: list[StoredMessage]) -> bytes:
     """The msgpack array of these messages, as a serializer writes a list: a header, then each value."""
-    count = len(messages)
-    if count < 16:
-        header = bytes((0x90 | count,))
-    elif count < 1 << 16:
-        header = b"\xdc" + count.to_bytes(2, "big")
-    else:
-        header = b"\xdd" + count.to_bytes(4, "big")
-    return header + b"".join(message.payload for message in messages)
+    return _array_header(len(messages)) + b"".join(message.payload for message in messages)
+
+
+def _laid_end_to_end(data: bytes, messages: list[StoredMessage]) -> bool:
+    """`data == serialized_list(messages)`, compared in place: a list holding one huge message is not copied."""
+    header = _array_header(len(messages))
+    if not data.startswith(header):
+        return False
+    at = len(header)
+    for message in messages:
+        if not data.startswith(message.payload, at):
+            return False
+        at += len(message.payload)
+    return at == len(data)
 
 
 @dataclass(slots=True)
@@ -171,7 +186,6 @@ class _ChannelValues(msgspec.Struct):
 
 # A list's items, each one value's raw bytes (a message is one ext value): nothing is built.
 _items = msgspec.msgpack.Decoder(list[msgspec.Raw])
-_ext = msgspec.msgpack.Decoder(msgspec.msgpack.Ext)
 _model = msgspec.msgpack.Decoder(_Model)
 _channel_values = msgspec.msgpack.Decoder(_ChannelValues)
 _arguments = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
@@ -179,15 +193,13 @@ _NIL = b"\xc0"
 
 
 def _message(raw: bytes, where: str, ids_required: bool) -> StoredMessage:
-    try:
-        ext = _ext.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        ext = None
-    if ext is None or ext.code != EXT_PYDANTIC_V2:
+    # The ext's payload is read in place (msgspec's Ext would copy it: a huge message twice in memory).
+    header = ext_header(raw)
+    if header is None or header[0] != EXT_PYDANTIC_V2:
         # A dict, tuple or string LangGraph converts to a message with a new id; a foreign ext it constructs.
         raise Unprovable(f"{where} holds a value that is not a serialized LangChain message")
     try:
-        model = _model.decode(ext.data)
+        model = _model.decode(memoryview(raw)[header[1] :])
     except (msgspec.DecodeError, RecursionError):
         raise Unprovable(f"{where} holds a message whose fields cannot be read") from None
     module, name, message_id = model.module, model.name, model.fields.id
@@ -204,28 +216,69 @@ class MessageCache:
     """Messages already read in this lineage, by their bytes: every snapshot repeats the ones before it, and
     the same bytes give the same StoredMessage object, so comparing two lists mostly compares identities."""
 
-    __slots__ = ("_known",)
+    __slots__ = ("_known", "_large")
 
     def __init__(self) -> None:
         self._known: dict[bytes, StoredMessage] = {}
+        # The keys longer than _FOUND_IN_PLACE, by hash.
+        self._large: dict[int, list[bytes]] = {}
 
-    def messages(self, raws: list[Any], where: str, ids_required: bool) -> tuple[StoredMessage, ...]:
+    def messages(self, raws: Sequence[Any], where: str, ids_required: bool) -> tuple[StoredMessage, ...]:
+        """The messages of these stored values (bytes, msgspec.Raw, or a view of bytes for a long one)."""
         known = self._known
         out = []
         for raw in raws:
-            key = bytes(raw)
-            found = known.get(key)
+            key: bytes | None
+            if len(raw) <= _FOUND_IN_PLACE:
+                key = bytes(raw)  # bytes(bytes) is the object itself
+                found = known.get(key)
+            else:
+                key, found = self._find(raw)
             if found is None or (ids_required and found.id is None):
+                key = key if key is not None else bytes(raw)
                 found = _message(key, where, ids_required)
                 known[key] = found
+                if len(key) > _FOUND_IN_PLACE and key not in (large := self._large.setdefault(hash(key), [])):
+                    large.append(key)
             out.append(found)
         return tuple(out)
 
+    def _find(self, raw: bytes | memoryview) -> tuple[bytes | None, StoredMessage | None]:
+        """(the cached key, its message) for a long value met before, else (None, None): found in place, where
+        a copy of it would be as large. A view hashes as its bytes; startswith compares them as memcmp does
+        (== on a view goes byte by byte)."""
+        for key in self._large.get(hash(raw), ()):
+            if len(key) == len(raw) and key.startswith(raw):
+                return key, self._known[key]
+        return None, None
 
-def _list_items(data: bytes | memoryview, where: str) -> list[msgspec.Raw] | None:
-    """The raw items of a msgpack array; None when the value is not an array."""
+
+# A stored value longer than this is looked up in place rather than by a copy of its bytes: a huge message
+# read again from a snapshot is found without being copied.
+_FOUND_IN_PLACE = 1 << 20
+
+
+def _hashable(data: bytes | memoryview, items: list[msgspec.Raw]) -> Sequence[msgspec.Raw | memoryview]:
+    """The items of the array `data`, each long one as a view of its bytes object (the items lie end to end
+    after the header): a view of bytes hashes as its bytes, where a msgspec.Raw does not hash."""
+    lengths = [len(item) for item in items]
+    if not lengths or max(lengths) <= _FOUND_IN_PLACE:
+        return items
+    if type(data) is not bytes and not (isinstance(data, memoryview) and type(data.obj) is bytes):
+        data = bytes(data)
+    view = memoryview(data)
+    at = len(view) - sum(lengths)
+    out: list[msgspec.Raw | memoryview] = []
+    for item, length in zip(items, lengths, strict=True):
+        out.append(view[at : at + length] if length > _FOUND_IN_PLACE else item)
+        at += length
+    return out
+
+
+def _list_items(data: bytes | memoryview, where: str) -> Sequence[msgspec.Raw | memoryview] | None:
+    """The items of a msgpack array; None when the value is not an array."""
     try:
-        return _items.decode(data)
+        return _hashable(data, _items.decode(data))
     except msgspec.ValidationError:
         return None
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -234,14 +287,11 @@ def _list_items(data: bytes | memoryview, where: str) -> list[msgspec.Raw] | Non
 
 def names_type(raw: bytes | memoryview | msgspec.Raw, kind: tuple[str, str]) -> bool:
     """`raw` is one ext value naming the type `kind` (module, class name): its name read, nothing built."""
-    try:
-        ext = _ext.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    if ext.code not in _MODEL_EXT_CODES:
+    header = ext_header(raw)
+    if header is None or header[0] not in _MODEL_EXT_CODES:
         return False
     try:
-        model = _model.decode(ext.data)
+        model = _model.decode(memoryview(raw)[header[1] :])
     except (msgspec.DecodeError, RecursionError):  # msgspec.ValidationError is a DecodeError
         return False
     return (model.module, model.name) == kind
@@ -298,7 +348,7 @@ def message_write(
     header = ext_header(data)
     if header is not None and header[0] == EXT_CONSTRUCTOR_KW_ARGS:
         return _overwrite(task_id, task_path, idx, memoryview(data)[header[1] :], where, cache)
-    return MessageWrite(task_id, task_path, idx, cache.messages([data], where, ids_required=True))
+    return MessageWrite(task_id, task_path, idx, cache.messages([bytes(data)], where, ids_required=True))
 
 
 def _overwrite(
@@ -313,9 +363,10 @@ def _overwrite(
         raise Unprovable(f"{where} holds a value whose fields cannot be read") from None
     if (module, name) != OVERWRITE:
         raise Unprovable(f"{where} holds a {name}, which is not a message")
-    replacement = arguments.get("value")
-    if replacement is None or bytes(replacement) == _NIL:
+    raw = arguments.get("value")
+    replacement = bytes(raw) if raw is not None else _NIL
+    if replacement == _NIL:
         return MessageWrite(task_id, task_path, idx, (), overwrite=True)
     items = _list_items(replacement, where)
-    raws: list[Any] = [replacement] if items is None else items
+    raws: Sequence[Any] = [replacement] if items is None else items
     return MessageWrite(task_id, task_path, idx, cache.messages(raws, where, ids_required=False), overwrite=True)

@@ -31,7 +31,9 @@ _NAMED_TYPE_CODES = frozenset(
         EXT_PYDANTIC_V2,
     }
 )
-# Nesting of ext values inside ext payloads; real checkpoints use three or four levels.
+# Nesting of ext values inside ext payloads; real checkpoints use three or four levels. LangGraph's loader
+# follows far deeper chains (it recurses until Python's recursion limit), so a value nested past this is
+# not garbage but a value ckpt cannot judge: UnjudgeableError, reported as untrusted (CK105).
 MAX_EXT_DEPTH = 32
 
 # The types LangGraph constructs when its loader runs in strict mode (LANGGRAPH_STRICT_MSGPACK=true):
@@ -89,6 +91,11 @@ class UndecodableError(ValueError):
     """Bytes that are not the msgpack LangGraph writes."""
 
 
+class UnjudgeableError(UndecodableError):
+    """A value decoded only part of the way (nested past the judge's depth limit): what lies beyond is not
+    known, and LangGraph's loader may construct it."""
+
+
 class ExtValue(NamedTuple):
     """An ext value left undecoded: what it would construct, never the object itself.
 
@@ -134,21 +141,29 @@ class InertDecoder:
     list is kept only when `deep` is set (it is the largest value in a database).
     """
 
-    __slots__ = ("_depth", "_trusted", "deep", "untrusted")
+    __slots__ = ("_depth", "_too_deep", "_trusted", "deep", "untrusted")
 
     def __init__(self, deep: bool = True) -> None:
         self.deep = deep
         self.untrusted: list[NamedType] = []
         self._trusted: set[tuple[int, str | None, str | None, str | None]] = set()
         self._depth = 0
+        self._too_deep = False
 
     def decode(self, data: bytes | memoryview) -> Any:
-        """Decode one value; `untrusted` then lists the foreign types it names (reset on each call)."""
+        """Decode one value; `untrusted` then lists the foreign types it names (reset on each call).
+
+        Raises UnjudgeableError for ext values nested past MAX_EXT_DEPTH, UndecodableError for garbage.
+        """
         self.untrusted = []
         self._depth = 0
+        self._too_deep = False
         try:
             return _unpack(data, ext_hook=self._hook, option=_NON_STR_KEYS)
         except (ValueError, TypeError, RecursionError) as exc:
+            # ormsgpack wraps what the hook raised as "ext_hook failed": the flag says why.
+            if self._too_deep:
+                raise UnjudgeableError(f"ext values nested deeper than {MAX_EXT_DEPTH} levels") from None
             raise UndecodableError(str(exc) or type(exc).__name__) from None
 
     def untrusted_types(self) -> list[NamedType]:
@@ -156,6 +171,7 @@ class InertDecoder:
 
     def _hook(self, code: int, data: bytes) -> ExtValue:
         if self._depth >= MAX_EXT_DEPTH:
+            self._too_deep = True
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
         try:

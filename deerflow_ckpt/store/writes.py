@@ -6,12 +6,14 @@ from typing import Any
 
 from deerflow_ckpt.native import OVERWRITE_FLAG, REMOVAL_FLAG, value_summary
 from deerflow_ckpt.rules import RuleCode
+from deerflow_ckpt.store.json_peek import JsonJudge
 from deerflow_ckpt.store.peek import (
     OVERWRITE_TYPE,
     REMOVE_MESSAGE_TYPE,
     ExtValue,
     InertDecoder,
     UndecodableError,
+    UnjudgeableError,
     array_header_size,
 )
 from deerflow_ckpt.store.records import CheckpointRecord, Problem
@@ -30,14 +32,25 @@ def _named_types(value: Any) -> list[tuple[str | None, str | None]]:
     return []
 
 
+# The words of every finding on a value ckpt could decode only part of the way (RULES[CK105]).
+UNJUDGEABLE = "cannot be judged: treat as untrusted"
+
+
 def check_typed_bytes(
     kind: str | None, data: bytes | None, where: str, problems: list[Problem], decoder: InertDecoder | None = None
 ) -> Any:
-    """Inertly decode one serialized value, recording pickle, foreign types and garbage as problems."""
+    """Judge one serialized value as LangGraph's loads_typed would read it, by its serializer type: msgpack
+    and json decoded inertly (the types they would construct named, garbage and pickle recorded as problems),
+    bytes, bytearray, null and empty left as the inert bytes they are, any other type unreadable."""
     if kind == "msgpack" and data is not None:
         decoder = decoder or InertDecoder()
         try:
             value = decoder.decode(data)
+        except UnjudgeableError as exc:
+            problems.append(
+                Problem(RuleCode.CK105, f"{where} holds {exc}: {UNJUDGEABLE} (LangGraph's loader follows them)")
+            )
+            return None
         except UndecodableError as exc:
             problems.append(Problem(RuleCode.CK104, f"{where} is not decodable msgpack ({exc})"))
             return None
@@ -57,16 +70,36 @@ def check_typed_bytes(
     if kind in INERT_TYPES or data is None:
         return None
     if kind == "json":
-        import json
-
-        try:
-            return json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            problems.append(Problem(RuleCode.CK104, f"{where} is not valid JSON ({exc})"))
-            return None
+        return _check_json(data, where, problems)
     shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:37] + "..."
     problems.append(Problem(RuleCode.CK104, f"{where} has unknown serializer type {shown}"))
     return None
+
+
+def _check_json(data: bytes, where: str, problems: list[Problem]) -> Any:
+    """A json-typed value: the LangChain objects LangGraph's loader revives from it, judged like msgpack types."""
+    judge = JsonJudge()
+    try:
+        value = judge.decode(data)
+    except UnjudgeableError as exc:
+        problems.append(Problem(RuleCode.CK105, f"{where} is {exc}: {UNJUDGEABLE}"))
+        return None
+    except UndecodableError as exc:
+        problems.append(Problem(RuleCode.CK104, f"{where} is not valid JSON ({exc})"))
+        return None
+    for version, name in judge.untrusted_names():
+        if version == 1:
+            how = "which LangGraph's loader revives and calls even in strict mode (it guards msgpack only)"
+        else:
+            how = "which LangGraph's loader calls wherever its allowed_json_modules admit it"
+        problems.append(Problem(RuleCode.CK105, f"{where} is json naming {name}, {how}"))
+    for name in sorted(set(judge.refused)):
+        problems.append(
+            Problem(
+                RuleCode.CK104, f"{where} is json holding a not_implemented {name}, on which LangGraph's loader fails"
+            )
+        )
+    return value
 
 
 def check_stored_bytes(
