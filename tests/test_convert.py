@@ -10,6 +10,7 @@ and must stay equal. The source must be byte-identical afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -25,6 +26,7 @@ from deerflow_ckpt.analysis.conversion import ConversionSettings, TargetMode
 from deerflow_ckpt.analysis.shape import ShapeSettings
 from deerflow_ckpt.commands.convert import ConversionReport, ConvertRequest, convert
 from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
+from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.store.source import DatabaseChoice, SqliteTarget
 from fixtures.dbbuilder.backends import PostgresBackend, SqliteBackend
 from fixtures.dbbuilder.content import TextPool
@@ -457,8 +459,12 @@ def test_a_live_writer_gets_a_consistent_copy(built_sqlite: BuiltDatabase, tmp_p
         writer.join()
     with sqlite3.connect(source) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    live = 0
     for output in outputs:
         assert _findings(output) <= _findings(source)
+        with sqlite3.connect(output) as connection:
+            live += connection.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'live-thread'").fetchone()[0]
+    assert live > 0, "no output holds a turn the live writer wrote"
 
 
 # DeerFlow's history cache keys, restated from bytedance/deer-flow f1f4af99b,
@@ -566,3 +572,118 @@ def test_spliced_metadata_is_what_json_writes(built_sqlite: BuiltDatabase) -> No
                 assert converted_metadata_bytes(raw, delta, counters) == expected, (raw, delta, counters)
                 spliced += 1
     assert spliced >= 6000
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+def test_a_branch_from_before_the_first_message_is_refused_for_delta(tmp_path: Path) -> None:
+    """A new input run from a thread's first checkpoint (before any message) is a branch LangGraph snapshots by
+    giving the channel a new version; a conversion keeps versions, so --to delta refuses it (a delta read there
+    would replay the other branch's first message), while --to full converts it and reads the same."""
+    from fixtures.dbbuilder.manifest import Manifest as BuiltManifest
+
+    source = tmp_path / "full.db"
+    backend = SqliteBackend(str(source), None)
+    try:
+        graph = GraphFactory(backend.plain, TextPool(0, 64)).get(GraphSpec("respond", "full", None))
+        graph.invoke({"messages": [HumanMessage(content="first", id="h1")]}, run_config("edited", "full"))
+        first = [
+            s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(run_config("edited", "full"))
+        ]
+        config = run_config("edited", "full", first[-1])
+        graph.invoke({"messages": [HumanMessage(content="edited", id="h1b")]}, config)
+    finally:
+        backend.close()
+    delta = _convert(source, tmp_path / "delta.db", TargetMode.DELTA, 10)
+    (thread,) = delta.threads
+    assert thread.refused is not None and "before the messages channel has a version" in thread.refused
+    full = _convert(source, tmp_path / "full-again.db", TargetMode.FULL)
+    assert full.threads[0].refused is None
+    manifest = BuiltManifest.__new__(BuiltManifest)
+    manifest.seed, manifest.message_bytes = 0, 64
+    record = ThreadRecord("edited", "test", "sqlite", [Writer("full", None, "respond")], 2)
+    was, now = _Reader(source, manifest), _Reader(tmp_path / "full-again.db", manifest)
+    try:
+        for checkpoint_id in _checkpoint_ids(source, "edited"):
+            assert now.state(record, checkpoint_id, "full", None) == was.state(record, checkpoint_id, None, None)
+    finally:
+        was.close()
+        now.close()
+
+
+def test_a_key_nested_in_user_metadata_is_left_to_json() -> None:
+    """The splice touches only the keys where the savers put them: the same names nested in user metadata, or
+    the marker not last, go through JSON and come out as JSON writes them."""
+    from deerflow_ckpt.store.rewrite import converted_metadata, converted_metadata_bytes, metadata_bytes, metadata_dict
+
+    nested = [
+        b'{"source": "loop", "step": 1, "parents": {}, "run": {"deerflow_checkpoint_channel_mode": "delta"}}',
+        b'{"source": "loop", "parents": {}, "user": {"counters_since_delta_snapshot": {"messages": [1, 2]}}, '
+        b'"deerflow_checkpoint_channel_mode": "delta"}',
+        b'{"deerflow_checkpoint_channel_mode": "delta", "source": "loop", "parents": {}, '
+        b'"counters_since_delta_snapshot": {"messages": [1, 2]}}',
+        b'{"source": "loop", "parents": {"": "1f0"}, "counters_since_delta_snapshot": {"messages": [1, 2]}, '
+        b'"x": "\\u00e9 \\"parents\\": {", "deerflow_checkpoint_channel_mode": "delta"}',
+    ]
+    for raw in nested:
+        for delta in (True, False):
+            for counters in (None, (3, 4)):
+                expected = metadata_bytes(converted_metadata(metadata_dict(raw), delta, counters), raw)
+                assert converted_metadata_bytes(raw, delta, counters) == expected, (raw, delta, counters)
+
+
+def test_catch_up_checks_what_it_continues(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """--catch-up continues only a conversion ckpt recorded, at the same mode and K; a thread deleted from the
+    source is gone from the caught-up output; writes made to the output since make it refuse; a new output
+    refuses companion files SQLite would apply to it."""
+    source, output = tmp_path / "deerflow.db", tmp_path / "converted.db"
+    shutil.copy(built_sqlite.db, source)
+    _convert(source, output, TargetMode.DELTA, 3)
+    request = ConvertRequest(
+        DatabaseChoice(SqliteTarget(source), "test"), ConversionSettings(TargetMode.DELTA, 10), output, catch_up=True
+    )
+    with pytest.raises(OutputError, match="at K=3"):
+        convert(request)
+    with sqlite3.connect(source) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"DELETE FROM {table} WHERE thread_id = 'clean-delta-k1'")
+    caught = convert(dataclasses.replace(request, settings=ConversionSettings(TargetMode.DELTA, 3)))
+    assert caught.threads == [] and "fault-ck105-pickle" in caught.still_refused
+    with sqlite3.connect(output) as connection:
+        assert not connection.execute("SELECT 1 FROM checkpoints WHERE thread_id = 'clean-delta-k1'").fetchall()
+    (tmp_path / "converted.db-wal").write_bytes(b"written since")
+    with pytest.raises(OutputError, match="no longer the previous run's output"):
+        convert(dataclasses.replace(request, settings=ConversionSettings(TargetMode.DELTA, 3)))
+    (tmp_path / "converted.db-wal").unlink()
+    record = tmp_path / "converted.db.ckpt-convert.json"
+    record.unlink()
+    with pytest.raises(OutputError, match="no record of a ckpt conversion"):
+        convert(dataclasses.replace(request, settings=ConversionSettings(TargetMode.DELTA, 3)))
+    (tmp_path / "new.db-wal").write_bytes(b"")
+    with pytest.raises(OutputError, match="SQLite would apply it"):
+        _convert(source, tmp_path / "new.db", TargetMode.FULL)
+
+
+def test_sigterm_leaves_no_output_and_no_scratch(tmp_path: Path) -> None:
+    """SIGTERM mid-conversion: exit 143, no output file, no scratch copy left beside it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fixtures.dbbuilder.bulk import build_bulk_sqlite
+
+    source = tmp_path / "full.db"
+    build_bulk_sqlite(source, threads=60, turns=30, cadence=None, message_bytes=400, jobs=1, mode="full")
+    out = tmp_path / "out" / "converted.db"
+    out.parent.mkdir()
+    command = [sys.executable, "-m", "deerflow_ckpt", "convert", "--db", str(source), "--to", "delta", "-o", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(out.parent.iterdir()):
+        time.sleep(0.02)
+    time.sleep(0.2)
+    os.kill(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    assert list(out.parent.iterdir()) == []

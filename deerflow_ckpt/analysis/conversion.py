@@ -50,6 +50,10 @@ class CheckpointTarget:
     snapshot: bool = False
 
 
+class Unconvertible(Exception):
+    """A checkpoint the target mode cannot store without changing what a read of it materializes."""
+
+
 @dataclass
 class LineagePlanner:
     """Decides, checkpoint by checkpoint in the proof's parent-first order, what the target mode stores."""
@@ -86,6 +90,14 @@ class LineagePlanner:
                     # A new branch from pending messages writes: LangGraph snapshots so no read replays them.
                     forced = True
         cadence = updates >= self.settings.snapshot_frequency or supersteps >= self.settings.superstep_bound
+        if forced and not has_version:
+            # LangGraph gives the channel a version here to store the snapshot that stops the walk (a branch
+            # started before the first message); a conversion keeps every version as stored, so without one
+            # a read would walk on and replay the writes of the branch it left.
+            raise Unconvertible(
+                f"a branch starts at checkpoint {checkpoint.checkpoint_id} before the messages channel has a "
+                "version: delta mode would need a new version there"
+            )
         if has_version and (forced or cadence):
             self._counters[checkpoint.checkpoint_id] = None
             self.snapshots += 1

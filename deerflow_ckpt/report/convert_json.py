@@ -36,6 +36,7 @@ def conversion_to_json(report: ConversionReport) -> str:
             "modelled_predicted_value_bytes": sum(t.predicted_value_bytes for t in converted if t.modelled_exactly),
         },
         "carried_over_threads": report.carried_over,
+        "still_refused": report.still_refused,
         "history_cache": None
         if report.history_cache is None
         else {"key_prefix": report.history_cache.key_prefix, "prefix_origin": report.history_cache.prefix_origin},

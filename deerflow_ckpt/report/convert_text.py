@@ -3,6 +3,9 @@ prediction, and every refused thread with its reason."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 from rich.console import Console
 from rich.text import Text
 
@@ -24,6 +27,12 @@ def _change(before: int, after: int) -> str:
     return f"{human_bytes(before)} -> {human_bytes(after)} ({(after - before) / before:+.1%})"
 
 
+# Converted threads listed by name, the ones whose stored bytes changed most.
+_LISTED = 10
+# What a redis glob pattern reads as other than itself.
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
 def render_conversion(report: ConversionReport, console: Console) -> None:
     converted, refused = report.converted, report.refused
     console.print(Text(printable(f"Converted {report.database} (chosen via {report.found_via})")))
@@ -42,7 +51,7 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
     for table in sorted(report.tables_before):
         before, after = report.tables_before[table], report.tables_after.get(table, 0)
         console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
-    disk = "file" if report.backend is Backend.SQLITE else "saver tables on disk"
+    disk = "file, vacuumed" if report.backend is Backend.SQLITE else "saver tables on disk, the copies compacted"
     console.print(Text(f"  {disk}: {_change(report.disk_before, report.disk_after)}"))
     kind = "lists" if report.snapshot_frequency is None else "snapshots"
     values = sum(t.stored_values for t in converted)
@@ -68,29 +77,46 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
                 "stored start)"
             )
         )
+    changed = sorted(converted, key=lambda t: -abs(t.checkpoint_bytes_after - t.checkpoint_bytes_before))[:_LISTED]
+    for thread in changed:
+        line = (
+            f"  thread {thread.thread_id} ({thread.source_mode}): {thread.checkpoints:,} checkpoints, "
+            f"{thread.rewritten:,} rewritten, {_change(thread.checkpoint_bytes_before, thread.checkpoint_bytes_after)}"
+        )
+        console.print(Text(printable(line)))
     for thread in refused:
         console.print(Text(printable(f"  refused: thread {thread.thread_id} ({thread.source_mode}): {thread.refused}")))
+    for thread_id, why in sorted(report.still_refused.items()):
+        console.print(Text(printable(f"  refused by the previous run, unchanged since: thread {thread_id}: {why}")))
+    kept = len(refused) + len(report.still_refused)
+    if report.snapshot_frequency is None and kept:
+        console.print(
+            Text(
+                f"  {kept} refused threads keep their delta checkpoints: a full-mode DeerFlow refuses them ('Thread "
+                "requires delta mode; materialize and convert its checkpoints before using full mode.')"
+            )
+        )
     cache = report.history_cache
     if cache is not None and converted:
+        pattern = shlex.quote(_GLOB.sub(r"\\\1", cache.key_prefix) + ":*")
         console.print(
             Text(
                 printable(
                     f"  DeerFlow's history cache (redis, key prefix {cache.key_prefix}, {cache.prefix_origin}) still "
                     "holds the histories of the converted checkpoints as they were stored before: after the switch "
-                    f"and before DeerFlow starts, unlink every key matching {cache.key_prefix}:* (per thread: "
-                    f"{cache.thread_pattern('<thread_id>')}), e.g. redis-cli --scan --pattern "
-                    f"'{cache.key_prefix}:*' | xargs -r redis-cli unlink"
+                    f"and before DeerFlow starts, unlink every key under the prefix, e.g. redis-cli --scan --pattern "
+                    f"{pattern} | xargs -r -d '\\n' redis-cli unlink"
                 )
             )
         )
     if report.backend is Backend.SQLITE:
         steps = (
-            f"ckpt verify-shape --deep --db {report.output}; stop DeerFlow, catch up (ckpt convert --catch-up), "
-            "swap the files (keep the old one), start DeerFlow in the converted mode"
+            f"ckpt verify-shape --deep --db {shlex.quote(report.output)}; stop DeerFlow, catch up (ckpt convert "
+            "--catch-up), swap the files (keep the old one), start DeerFlow in the converted mode"
         )
     else:
         steps = (
-            f"ckpt verify-shape --deep --schema {report.output} (same --db); stop DeerFlow, catch up (ckpt convert "
-            "--catch-up), run the switch script with psql, start DeerFlow in the converted mode"
+            f"ckpt verify-shape --deep --schema {shlex.quote(report.output)} (same --db); stop DeerFlow, catch up "
+            "(ckpt convert --catch-up), run the switch script with psql, start DeerFlow in the converted mode"
         )
     console.print(Text(printable(f"Next: {steps}")))

@@ -34,8 +34,6 @@ _UPDATE = """
 UPDATE checkpoints SET checkpoint = ?, metadata = ?
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
 """
-# Pages copied per step of the backup: a live writer gets the lock between steps.
-_BACKUP_PAGES = 4096
 
 
 def temporary_beside(output: Path) -> Path:
@@ -46,6 +44,25 @@ def sidecars(path: Path) -> list[Path]:
     return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
 
 
+def record_path(output: Path) -> Path:
+    """Where a conversion records what it wrote (mode, K, source, refused threads), for --catch-up."""
+    return output.with_name(output.name + ".ckpt-convert.json")
+
+
+def read_record(output: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(record_path(output).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def write_record(output: Path, record: dict[str, Any]) -> None:
+    from deerflow_ckpt.fileio import write_atomically
+
+    write_atomically(record_path(output), json.dumps(record, indent=2, ensure_ascii=False).encode() + b"\n")
+
+
 def copy_database(source: SqliteTarget, copy: Path) -> bool:
     """Copy the source into `copy` with the backup API; True when the source is in WAL mode."""
     reading = connect_readonly(source)
@@ -53,7 +70,9 @@ def copy_database(source: SqliteTarget, copy: Path) -> bool:
         wal = bool(reading.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
         writing = sqlite3.connect(copy, isolation_level=None)
         try:
-            reading.backup(writing, pages=_BACKUP_PAGES)
+            # In one step, one read transaction: a stepped backup starts again whenever a writer commits, so
+            # beside a busy writer it may never finish. In WAL mode the writer is not blocked meanwhile.
+            reading.backup(writing)
             # The copy is read while it is rewritten: WAL keeps the readers' snapshot. It is a scratch file
             # until it is renamed, so a crash costs a re-run, not an fsync per thread.
             writing.execute("PRAGMA journal_mode = WAL")
@@ -83,9 +102,9 @@ def _thread_rows(connection: sqlite3.Connection, db: str) -> dict[Any, tuple[Any
     return {row[0]: row[1:] for row in connection.execute(_THREAD_ROWS.format(db=db))}
 
 
-def catch_up(copy: Path, previous: Path) -> tuple[list[str], int]:
+def catch_up(copy: Path, previous: Path) -> tuple[list[str], list[str]]:
     """Carry the previous output's rows of every thread the source has not changed since into the fresh copy;
-    return the threads to convert (new or changed, text ids only) and how many were carried over."""
+    return the threads to convert (new or changed, text ids only) and those carried over."""
     connection = sqlite3.connect(copy.resolve().as_uri(), uri=True, isolation_level=None)
     try:
         connection.execute("ATTACH DATABASE ? AS previous", (previous.resolve().as_uri() + "?mode=ro",))
@@ -106,7 +125,7 @@ def catch_up(copy: Path, previous: Path) -> tuple[list[str], int]:
         raise StoreError(f"catching up {previous} failed: {exc}") from None
     finally:
         connection.close()
-    return changed, len(unchanged)
+    return changed, unchanged
 
 
 # Threads rewritten per transaction: each thread is a savepoint (a refused one is rolled back alone), and

@@ -23,7 +23,6 @@ MODE_MARKER = "deerflow_checkpoint_channel_mode"
 COUNTERS = "counters_since_delta_snapshot"
 
 _map = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
-_versions = msgspec.msgpack.Decoder(dict[str, Any])
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -47,17 +46,6 @@ def split_checkpoint(data: bytes) -> dict[str, msgspec.Raw]:
     except (msgspec.DecodeError, KeyError, RecursionError) as exc:
         raise RowNotRewritable(f"the checkpoint is not a LangGraph msgpack map ({exc})") from None
     return top
-
-
-def has_messages_version(top: dict[str, msgspec.Raw]) -> bool:
-    """channel_versions names `messages`: the channel has been written on this branch."""
-    raw = top.get("channel_versions")
-    if raw is None:
-        return False
-    try:
-        return MESSAGES_CHANNEL in _versions.decode(raw)
-    except (msgspec.DecodeError, RecursionError, TypeError):
-        raise RowNotRewritable("the checkpoint's channel_versions is not a map") from None
 
 
 def with_messages(top: dict[str, msgspec.Raw], messages: bytes | None) -> bytes:
@@ -133,9 +121,11 @@ def converted_metadata(metadata: dict[str, Any], delta: bool, counters: tuple[in
     return delta_metadata(metadata, counters) if delta else full_metadata(metadata)
 
 
-# The two keys a conversion changes, as json.dumps writes them after another key (", " and ": " separators).
+# The two keys a conversion changes, where the savers put them (", " and ": " separators): the counters right
+# after "parents" (whose value holds no nested object), the mode marker last, from the run's config.
 _MARKER = b', "deerflow_checkpoint_channel_mode": "delta"'
-_COUNTERS = re.compile(rb', "counters_since_delta_snapshot": \{"messages": \[(\d+), (\d+)\]\}')
+_COUNTERS_KEY = b'"counters_since_delta_snapshot"'
+_COUNTERS = re.compile(rb'"parents": \{[^{}]*\}(, "counters_since_delta_snapshot": \{"messages": \[(\d+), (\d+)\]\})')
 
 
 def converted_metadata_bytes(raw: bytes | str, delta: bool, counters: tuple[int, int] | None) -> bytes | str:
@@ -150,18 +140,22 @@ def converted_metadata_bytes(raw: bytes | str, delta: bool, counters: tuple[int,
 
 
 def _splice(data: bytes, delta: bool, counters: tuple[int, int] | None) -> bytes | None:
-    if not data.startswith(b"{") or data.count(_MARKER) != 1 or data.count(b'"counters_since_delta_snapshot"') > 1:
+    # Only the layout the savers write: one marker, last; one "parents"; the counters, if any, right after it
+    # and for messages alone. Anything else (a key nested in user metadata, other channels' counters) is JSON's.
+    if not data.startswith(b"{") or not data.endswith(_MARKER + b"}") or data.count(_MARKER) != 1:
         return None
-    found = list(_COUNTERS.finditer(data))
-    if b'"counters_since_delta_snapshot"' in data and not found:
-        return None  # counters of other channels too: JSON decides
+    if data.count(b'"parents": {') != 1 or data.count(_COUNTERS_KEY) > 1 or b"\\u" in data:
+        return None  # \u escapes: not json.dumps(ensure_ascii=False)'s text, which JSON writes anew
+    found = _COUNTERS.search(data)
+    if _COUNTERS_KEY in data and found is None:
+        return None
+    start, end = (found.start(1), found.end(1)) if found is not None else (0, 0)
     if not delta:
-        data = data.replace(_MARKER, b"", 1)
-        return data if not found else data[: found[0].start()] + data[found[0].end() :]
-    if not found:
+        data = data[: -len(_MARKER) - 1] + b"}"
+        return data if found is None else data[:start] + data[end:]
+    if found is None:
         return data if counters is None else None
-    match = found[0]
     if counters is None:
-        return data[: match.start()] + data[match.end() :]
+        return data[:start] + data[end:]
     value = b', "counters_since_delta_snapshot": {"messages": [%d, %d]}' % counters
-    return data[: match.start()] + value + data[match.end() :]
+    return data[:start] + value + data[end:]
