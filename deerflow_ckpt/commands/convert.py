@@ -239,47 +239,64 @@ def _convert_postgres(
     report: ConversionReport,
     progress: Callable[[int], None] | None,
 ) -> None:
+    from contextlib import suppress
+
     from deerflow_ckpt.store.convert_postgres import (
         PostgresRowWriter,
         compact,
         copy_tables,
+        discard,
+        finish_record,
         relation_bytes,
     )
     from deerflow_ckpt.store.convert_postgres import table_bytes as pg_table_bytes
     from deerflow_ckpt.store.history import PostgresHistoryReader
 
-    copy, fingerprint, changed = copy_tables(source, schema, request.catch_up)
-    report.fingerprint = fingerprint
-    report.tables_before = pg_table_bytes(source, fingerprint.schema)
-    report.disk_before = relation_bytes(source, fingerprint.schema, fingerprint.tables)
-    selection = _selection(request)
-    if changed is not None:
-        report.carried_over = changed[1]
-        selection = _only(selection, changed[0])
-    # The histories stream in the scan's order (thread, namespace, bytewise): each lineage takes the next.
-    stream = PostgresHistoryReader(copy).histories(selection)
-    pending: list[LineageHistory] = []
-
-    def history(lineage: Lineage) -> LineageHistory:
-        key = (lineage.thread_id, lineage.checkpoint_ns)
-        while True:
-            found = pending.pop() if pending else next(stream, None)
-            if found is None or (found.thread_id, found.checkpoint_ns) > key:
-                raise StoreError(f"the copy's history stream has no lineage {key!r}")
-            if (found.thread_id, found.checkpoint_ns) == key:
-                return found
-
-    writer = PostgresRowWriter(copy)
+    copied = copy_tables(source, schema, str(request.settings.mode), report.snapshot_frequency, request.catch_up)
+    copy, fingerprint = copied.copy, copied.fingerprint
     try:
-        _convert_threads(copy, history, writer, selection, request.settings, report, progress)
-    finally:
-        writer.close()
-        # Its read transaction holds the copies' locks: end it before they are compacted.
-        stream.close()
-    # A catch-up rewrote a few threads: a plain VACUUM keeps the window short; a first run compacts fully.
-    compact(copy, schema, fingerprint.tables, full=not request.catch_up)
-    report.tables_after = pg_table_bytes(copy, schema)
-    report.disk_after = relation_bytes(copy, schema, fingerprint.tables)
+        report.fingerprint = fingerprint
+        # The source's values in the copy's own snapshot. A first run's fresh copy is the source's rows without
+        # the live tables' dead versions: its size against the compacted result measures the conversion alone.
+        report.tables_before = copied.tables_before
+        live = PostgresTarget(source.conninfo, fingerprint.schema, source.timeouts)
+        measured = (live, live.schema) if request.catch_up else (copy, schema)
+        report.disk_before = relation_bytes(*measured, fingerprint.tables)
+        selection = _selection(request)
+        if copied.changed is not None:
+            report.carried_over = copied.carried_over
+            selection = _only(selection, copied.changed)
+        # The histories stream in the scan's order (thread, namespace, bytewise): each lineage takes the next.
+        stream = PostgresHistoryReader(copy).histories(selection)
+        pending: list[LineageHistory] = []
+
+        def history(lineage: Lineage) -> LineageHistory:
+            key = (lineage.thread_id, lineage.checkpoint_ns)
+            while True:
+                found = pending.pop() if pending else next(stream, None)
+                if found is None or (found.thread_id, found.checkpoint_ns) > key:
+                    raise StoreError(f"the copy's history stream has no lineage {key!r}")
+                if (found.thread_id, found.checkpoint_ns) == key:
+                    return found
+
+        writer = PostgresRowWriter(copy)
+        try:
+            _convert_threads(copy, history, writer, selection, request.settings, report, progress)
+        finally:
+            writer.close()
+            # Its read transaction holds the copies' locks: end it before they are compacted.
+            stream.close()
+        # A catch-up rewrote a few threads: a plain VACUUM keeps the window short; a first run compacts fully.
+        compact(copy, schema, fingerprint.tables, full=not request.catch_up)
+        report.tables_after = pg_table_bytes(copy, schema)
+        report.disk_after = relation_bytes(copy, schema, fingerprint.tables)
+        finish_record(copy, [thread.thread_id for thread in report.refused])
+    except BaseException:
+        # A catch-up's record stays incomplete (the next catch-up redoes its threads); a first run leaves nothing.
+        if not request.catch_up:
+            with suppress(StoreError):
+                discard(source, schema, copied.created)
+        raise
 
 
 def _selection(request: ConvertRequest) -> ThreadSelection:

@@ -12,7 +12,13 @@ from collections.abc import Iterator
 
 from deerflow_ckpt.commands.convert import ConversionReport
 from deerflow_ckpt.report.printable import printable
-from deerflow_ckpt.store.convert_postgres import fingerprint_sql, quoted
+from deerflow_ckpt.store.convert_postgres import (
+    DIGEST_SETTINGS,
+    RECORD_TABLE,
+    backup_schema_name,
+    fingerprint_sql,
+    quoted,
+)
 
 # Waiting behind DeerFlow's own sessions for the exclusive lock: give up rather than stall them for long.
 LOCK_TIMEOUT = "10s"
@@ -20,7 +26,16 @@ LOCK_TIMEOUT = "10s"
 
 def backup_schema(report: ConversionReport) -> str:
     """Where the switch keeps the tables it replaces."""
-    return f"{report.output}_replaced"
+    return backup_schema_name(report.output)
+
+
+def _dollar_quoted(body: str) -> str:
+    """`body` between dollar quotes whose tag it does not contain (a schema name may hold any text)."""
+    tag, n = "$ckpt$", 0
+    while tag in body:
+        n += 1
+        tag = f"$ckpt{n}$"
+    return f"{tag}\n{body}\n{tag}"
 
 
 def _comment(text: str) -> str:
@@ -52,18 +67,22 @@ def swap_script_text(report: ConversionReport, path: str) -> str:
         _header(report, path, f"switch schema {live} to the {report.mode} tables converted into schema {report.output}")
     )
     lines.append(f"LOCK TABLE {', '.join(f'{quoted(live)}.{quoted(t)}' for t in tables)} IN ACCESS EXCLUSIVE MODE;")
+    lines.append(f"{DIGEST_SETTINGS};")
     queries = fingerprint_sql(live, tables)
-    expected = [*(str(fingerprint.rows[t]) for t in tables), f"'{fingerprint.checkpoint_keys_md5}'"]
-    expected.append(f"'{fingerprint.write_keys_md5}'")
     checks = "\n    OR ".join(
-        f"({query}) IS DISTINCT FROM {value}" for query, value in zip(queries, expected, strict=True)
+        f"({query}) IS DISTINCT FROM {_literal(fingerprint.digests[table])}"
+        for query, table in zip(queries, tables, strict=True)
     )
-    lines.append(
-        "DO $ckpt$\nBEGIN\n  IF "
-        + checks
-        + " THEN\n    RAISE EXCEPTION 'ckpt: the source tables changed since they were converted: run ckpt convert "
-        "--catch-up, then write the switch again (nothing was changed)';\n  END IF;\nEND\n$ckpt$;"
+    record = f"{quoted(report.output)}.{quoted(RECORD_TABLE)}"
+    body = (
+        f"BEGIN\n  IF NOT EXISTS (SELECT 1 FROM {record} WHERE complete) THEN\n"
+        "    RAISE EXCEPTION 'ckpt: the conversion in the target schema did not finish: run ckpt convert --catch-up, "
+        "then write the switch again (nothing was changed)';\n  END IF;\n"
+        f"  IF {checks} THEN\n"
+        "    RAISE EXCEPTION 'ckpt: the source tables changed since they were converted: run ckpt convert "
+        "--catch-up, then write the switch again (nothing was changed)';\n  END IF;\nEND"
     )
+    lines.append(f"DO {_dollar_quoted(body)};")
     lines.append(f"CREATE SCHEMA {quoted(backup_schema(report))};")
     lines.extend(_move(tables, live, backup_schema(report)))
     lines.extend(_move(tables, report.output, live))
@@ -83,3 +102,8 @@ def swap_back_script(report: ConversionReport, path: str) -> str:
     lines.append(f"DROP SCHEMA {quoted(backup_schema(report))};")
     lines.append("COMMIT;")
     return "\n".join(lines) + "\n"
+
+
+def _literal(text: str) -> str:
+    """A string literal (a digest is digits and a colon; doubled quotes keep it one literal regardless)."""
+    return "'" + text.replace("'", "''") + "'"
