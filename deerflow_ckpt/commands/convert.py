@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from deerflow_ckpt.analysis.conversion import CheckpointTarget, ConversionSettings, LineagePlanner, TargetMode
+from deerflow_ckpt.analysis.conversion import (
+    CheckpointTarget,
+    ConversionSettings,
+    LineagePlanner,
+    TargetMode,
+    Unconvertible,
+)
 from deerflow_ckpt.analysis.replay import prove_lineage
 from deerflow_ckpt.analysis.shape import LineageResult, ShapeSettings
 from deerflow_ckpt.analysis.what_if import delta_what_if, full_what_if, what_if_steps
@@ -28,9 +34,12 @@ from deerflow_ckpt.store.convert_sqlite import (
     catch_up,
     copy_database,
     file_bytes,
+    read_record,
+    record_path,
     sidecars,
     table_bytes,
     temporary_beside,
+    write_record,
 )
 from deerflow_ckpt.store.history import SqliteLineageHistories
 from deerflow_ckpt.store.lean import ext_header
@@ -119,8 +128,10 @@ class ConversionReport:
     disk_after: int = 0
     # Postgres: what the swap script checks and moves (None on SQLite).
     fingerprint: SourceFingerprint | None = None
-    # --catch-up: threads the source had not changed since the previous run, carried over as converted then.
+    # --catch-up: threads the source had not changed since the previous run, carried over as converted then,
+    # and those of them the previous run refused (thread id -> why).
     carried_over: int | None = None
+    still_refused: dict[str, str] = field(default_factory=dict)
     history_cache: HistoryCache | None = None
 
     @property
@@ -142,7 +153,12 @@ class _Refused(Exception):
 
 class _LineageRewrite(Protocol):
     def store(
-        self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None, stores_now: bool
+        self,
+        checkpoint_id: str,
+        messages: bytes | None,
+        counters: tuple[int, int] | None,
+        stores_now: bool,
+        fold_identity: object = None,
     ) -> RowChange: ...
 
     def finish(self) -> tuple[int, int]: ...
@@ -164,11 +180,20 @@ def refuse_output(output: Path, source: SqliteTarget, catch_up: bool) -> None:
     if catch_up:
         if not output.is_file() or output.is_symlink():
             raise OutputError(f"--catch-up: --output {output} is not the regular file a previous run wrote")
+        wal = output.with_name(output.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise OutputError(
+                f"--catch-up: {wal} holds writes made to {output} since it was converted: it is no longer the "
+                "previous run's output (convert again into a new file)"
+            )
         return
     if output.exists() or output.is_symlink():
         raise OutputError(
             f"--output {output} exists: convert writes a new file (remove it, name another, or --catch-up)"
         )
+    for companion in sidecars(output):
+        if companion.exists():
+            raise OutputError(f"--output {output}: {companion} exists, and SQLite would apply it to the new file")
     if not output.parent.is_dir():
         raise OutputError(f"--output {output}: {output.parent} is not a directory")
 
@@ -212,9 +237,13 @@ def _convert_sqlite(
         report.disk_before = file_bytes(source.path.expanduser().resolve())
         report.tables_before = table_bytes(copy)
         selection = _selection(request)
+        previous: dict[str, str] = {}
         if request.catch_up:
-            changed, report.carried_over = catch_up(copy, output)
+            previous = _previous_refusals(output, report, source)
+            changed, unchanged = catch_up(copy, output)
+            report.carried_over = len(unchanged)
             selection = _only(selection, changed)
+            report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
         histories = SqliteLineageHistories(target)
         writer = SqliteRowWriter(copy)
@@ -226,10 +255,37 @@ def _convert_sqlite(
         writer.finish(finished, wal)
         report.tables_after = table_bytes(finished)
         os.replace(finished, output)
+        for companion in sidecars(output):
+            companion.unlink(missing_ok=True)  # an empty -wal/-shm of the previous output (checked above)
         report.disk_after = file_bytes(output)
+        refused = {**report.still_refused, **{t.thread_id: t.refused or "" for t in report.refused}}
+        write_record(
+            output,
+            {
+                "mode": str(report.mode),
+                "snapshot_frequency": report.snapshot_frequency,
+                "source": str(source.path),
+                "refused": refused,
+            },
+        )
     finally:
         for leftover in (copy, *sidecars(copy), *(copy.with_name(copy.name + suffix) for suffix in _VACUUMED)):
             leftover.unlink(missing_ok=True)
+
+
+def _previous_refusals(output: Path, report: ConversionReport, source: SqliteTarget) -> dict[str, str]:
+    """The previous run's record, checked against this run's mode and K: its refused threads."""
+    record = read_record(output)
+    if record is None:
+        raise OutputError(f"--catch-up: {output} has no record of a ckpt conversion ({record_path(output).name})")
+    if record.get("mode") != str(report.mode) or record.get("snapshot_frequency") != report.snapshot_frequency:
+        raise OutputError(
+            f"--catch-up: {output} was converted to {record.get('mode')} mode"
+            + (f" at K={record.get('snapshot_frequency')}" if record.get("snapshot_frequency") else "")
+            + ": catch up with the same --to and --snapshot-frequency, or convert again into a new file"
+        )
+    refused = record.get("refused")
+    return {str(k): str(v) for k, v in refused.items()} if isinstance(refused, dict) else {}
 
 
 def _convert_postgres(
@@ -386,9 +442,14 @@ def _convert_lineage(
             record = by_id[checkpoint.checkpoint_id]
             decided = planner.decide(checkpoint, fold, record.messages_version is not None)
             stores_now = record.messages is not Shape.ABSENT
-            change = rows.store(checkpoint.checkpoint_id, decided.messages, decided.counters, stores_now)
+            # Postgres keeps one value per version: the fold (its messages, shared objects within the lineage)
+            # must be the same at every checkpoint of a version. SQLite stores each checkpoint's own.
+            identity = tuple(map(id, fold)) if backend is Backend.POSTGRES else None
+            change = rows.store(checkpoint.checkpoint_id, decided.messages, decided.counters, stores_now, identity)
         except RowNotRewritable as exc:
             raise _Refused(f"checkpoint {checkpoint.checkpoint_id}: {exc}") from None
+        except Unconvertible as exc:
+            raise _Refused(str(exc)) from None
         thread.checkpoint_bytes_before += change.before
         thread.checkpoint_bytes_after += change.after
         thread.rewritten += change.changed

@@ -222,9 +222,15 @@ class SqliteLineageRewrite:
         self._metadata: list[tuple[bytes | str, str, str, str]] = []
 
     def store(
-        self, checkpoint_id: str, messages: bytes | None, counters: tuple[int, int] | None, stores_now: bool
+        self,
+        checkpoint_id: str,
+        messages: bytes | None,
+        counters: tuple[int, int] | None,
+        stores_now: bool,
+        fold_identity: object = None,
     ) -> RowChange:
-        """`stores_now`: the row holds a messages value today (the scan's record says so)."""
+        """`stores_now`: the row holds a messages value today (the scan's record says so); each SQLite row stores
+        its own value, so `fold_identity` (Postgres's one-value-per-version check) is not needed here."""
         row = self._rows.get(checkpoint_id)
         if row is None:
             raise RowNotRewritable(f"checkpoint {checkpoint_id}'s key is not stored as text")
