@@ -375,3 +375,20 @@ def test_ordinary_words_beside_a_password_are_not_masked(tmp_path: Path) -> None
     assert lint.exit_code == 1 and "***" not in lint.output, lint.output
     # Still remembered: the password itself, wherever it is later quoted.
     assert redact("Kv8Pz2Wq local deer main dummy none") == "*** local deer main dummy none"
+
+
+# -- review 12: the store never imports config/ (DSN parsing lives in the neutral deerflow_ckpt.dsn) --------
+
+
+def test_no_store_module_imports_config() -> None:
+    from tests.test_layers import PACKAGE, imports_of
+
+    store_modules = sorted((PACKAGE / "store").rglob("*.py"))
+    assert store_modules
+    reaching = [
+        f"{path.name}:{line} imports {name}"
+        for path in store_modules
+        for line, name in imports_of(path)
+        if name == "deerflow_ckpt.config" or name.startswith("deerflow_ckpt.config.")
+    ]
+    assert not reaching
