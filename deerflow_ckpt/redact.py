@@ -3,7 +3,7 @@ report line and piece of config text on its way out.
 
 - A secret remembered when ckpt read it is masked wherever it stands: every reading of a DSN's password
   (`remember_dsn`), and a config's credential values (`remember_config_credentials`, called on every
-  config loaded).
+  config loaded, and `remember_credential` for what lint-config resolves a `$VAR` to).
 - A URL's password, `scheme://user:PASSWORD@host`, up to the last '@' of its run of non-space characters,
   so an unencoded '@' or '/' in it is masked too.
 - The value of any key ending in `password` written `key=value` (libpq conninfo, a URL's query),
