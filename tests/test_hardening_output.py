@@ -9,6 +9,7 @@ import contextlib
 import csv
 import functools
 import io
+import json
 import os
 import re
 import shutil
@@ -423,3 +424,72 @@ def test_a_regular_file_is_still_replaced_whole(output_runs: dict[str, list[str]
         assert result.exit_code in (0, 1), result.stderr
         assert _comparable(args, report.read_text()) == _comparable(args, _expected(args))
         assert os.stat(report).st_ino != inode  # renamed into place, not written over
+
+
+# -- the step summary and every json report carry no markup, HTML or character a terminal acts on --------
+
+# The reviewer's directory: an image that fetches on view, a Markdown link and ESC (a '/' makes subdirectories).
+MARKUP_NAME = "x<img src=https://e.example/p.png>[c](https://e.example)\x1b[31m"
+# Characters the old hand-written list let through: Arabic letter mark, word joiner, a Unicode tag,
+# interlinear annotation, private use, and the C1 CSI, RLO, LRI and paragraph separator it did catch.
+INVISIBLE = "a\u061cb\u2060c\U000e0041d\ufff9e\ue000f\u009b31m\u202e\u2067\u2029g"
+INVISIBLE_SHOWN = "a\\u061cb\\u2060c\\U000e0041d\\ufff9e\\ue000f\\x9b31m\\u202e\\u2067\\u2029g"
+
+
+def test_printable_escapes_every_invisible_and_bidi_character() -> None:
+    from deerflow_ckpt.report.printable import json_dumps, printable
+
+    assert printable(INVISIBLE) == INVISIBLE_SHOWN
+    assert printable(INVISIBLE, keep_lines=True) == INVISIBLE_SHOWN
+    document = json_dumps({"name": INVISIBLE + "\udcff"})
+    assert document.isascii() and json.loads(document) == {"name": INVISIBLE + "\udcff"}
+    assert "\\udb40\\udc41" in document and "\\udcff" in document  # a tag as its pair, a byte as sarif writes it
+
+
+def test_the_step_summary_headline_is_neither_markup_nor_html(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    directory = tmp_path / MARKUP_NAME
+    directory.mkdir(parents=True)
+    database = directory / "deerflow.db"
+    shutil.copyfile(built_sqlite.path, database)
+    summary = tmp_path / "summary.md"
+    result = run_ckpt(
+        "verify-shape",
+        "--db",
+        str(database),
+        "--format",
+        "github",
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+        process=True,
+    )
+    assert result.exit_code == 1, result.stderr
+    written = summary.read_text()
+    # No tag, no link (a ']' before '(' only escaped), no ESC: the name shown as text.
+    assert "<img" not in written and not re.search(r"(?<!\\)\]\(", written) and "\x1b" not in written, written
+    assert "&lt;img src=https:/e.example/p.png&gt;\\[c\\](https:/e.example)\\x1b\\[31m" in written
+
+
+def test_every_json_report_escapes_invisible_characters(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """lint-config and migrate-config json on config files named with C1, bidi and invisible characters and a
+    byte that is not UTF-8, as real paths: the document is ASCII-safe, and parses back to the names."""
+    directory = tmp_path / INVISIBLE
+    directory.mkdir()
+    name = os.fsencode(directory / "c\u009b31m\u202e") + b"\xff.yaml"
+    with open(name, "w") as config:
+        config.write(LEGACY_CONFIG)
+    shown = os.fsdecode(name)
+    database = directory / "deerflow.db"
+    shutil.copyfile(built_sqlite.path, database)
+    runs = [
+        ["lint-config", shown, "--format", "json"],
+        ["migrate-config", "--check", shown, "--format", "json"],
+        ["verify-shape", "--db", str(database), "--format", "json"],
+        ["verify-shape", "--db", str(database), "--format", "sarif"],
+        ["inspect", "storage", "--db", str(database), "--format", "json"],
+    ]
+    for args in runs:
+        result = run_ckpt(*args, process=True)
+        assert result.exit_code in (0, 1), result.stderr
+        assert result.stdout.isascii(), [ch for ch in result.stdout if not ch.isascii()]
+        parsed = json.dumps(json.loads(result.stdout), ensure_ascii=False)
+        # Each names the file or the database, except sarif, whose results are about checkpoints.
+        assert "sarif" in args or (shown if "config" in args[0] else str(database)) in parsed
