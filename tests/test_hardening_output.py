@@ -493,3 +493,30 @@ def test_every_json_report_escapes_invisible_characters(built_sqlite: BuiltDatab
         parsed = json.dumps(json.loads(result.stdout), ensure_ascii=False)
         # Each names the file or the database, except sarif, whose results are about checkpoints.
         assert "sarif" in args or (shown if "config" in args[0] else str(database)) in parsed
+
+
+# -- the retention script's "run it with" command names the planned database exactly --------------------
+
+
+def _shell_argument(command: str) -> bytes:
+    """The database argument bash makes of `sqlite3 WORD < plan.sql`, as bytes."""
+    word = command.removeprefix("sqlite3 ").rsplit(" < ", 1)[0]
+    return subprocess.run(["bash", "-c", f"printf '%s' {word}"], capture_output=True, check=True).stdout
+
+
+def test_the_run_it_with_command_names_the_database_exactly(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A Windows-style name (its backslashes were doubled) and one with ESC and a newline, as real paths."""
+    for name in ("C:\\deer\\flow's", "esc\x1b[31m\nnext"):
+        directory = tmp_path / name
+        directory.mkdir()
+        database = directory / "deerflow.db"
+        shutil.copyfile(built_sqlite.path, database)
+        script = run_ckpt("plan", "retention", "--keep-newest", "3", "--db", str(database), "--format", "sql")
+        text = run_ckpt("plan", "retention", "--keep-newest", "3", "--db", str(database))
+        assert script.exit_code == 0 == text.exit_code, script.stderr + text.stderr
+        assert "\x1b" not in script.stdout + text.stdout
+        run_with = next(line for line in script.stdout.splitlines() if "run it with" in line)
+        shown = run_with.split("the database's shell: ", 1)[1]
+        assert _shell_argument(shown) == os.fsencode(database)
+        # The text report's next step shows the same command.
+        assert f"run {shown}; then" in " ".join(text.stdout.split()) or shown in text.stdout

@@ -13,7 +13,9 @@ import functools
 import html
 import io
 import json
+import os
 import re
+import shlex
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -49,6 +51,11 @@ def _unsafe(keep_lines: bool) -> re.Pattern[str]:
     if keep_lines:
         return re.compile(rf"(?![{_LINE_BREAKS}])[\\{_unsafe_class()}]")
     return re.compile(rf"[\\{_unsafe_class()}]|::")
+
+
+@functools.cache
+def _unsafe_character() -> re.Pattern[str]:
+    return re.compile(f"[{_unsafe_class()}]")
 
 
 @functools.cache
@@ -110,6 +117,21 @@ def _json_escape(match: re.Match[str]) -> str:
 def json_dumps(document: object, indent: int | None = 2) -> str:
     """The one way a report's json is written: json.dumps(ensure_ascii=False) through json_text."""
     return json_text(json.dumps(document, indent=indent, ensure_ascii=False))
+
+
+def shell_word(text: str) -> str:
+    """`text` as one shell word that names exactly it and is safe to print: shlex.quote's, or where it holds an
+    unsafe character bash's $'...' with that character's bytes as \\xNN (a backslash only doubled there)."""
+    unsafe = _unsafe_character()
+    if not unsafe.search(text):
+        return shlex.quote(text)
+    spelled = []
+    for character in text:
+        if unsafe.match(character):
+            spelled.append("".join(f"\\x{byte:02x}" for byte in os.fsencode(character)))
+        else:
+            spelled.append(character.replace("\\", "\\\\").replace("'", "\\'"))
+    return "$'" + "".join(spelled) + "'"
 
 
 def markdown_cell(text: str) -> str:
