@@ -377,6 +377,7 @@ def test_output_to_a_process_substitution_pipe(output_runs: dict[str, list[str]]
     """`-o >(cmd)` hands ckpt /dev/fd/N, the write end of a pipe: the report goes into the pipe."""
     for args in output_runs.values():
         read_end, write_end = os.pipe()
+        os.set_inheritable(write_end, True)  # as bash hands it over: open across the exec
         try:
             with _draining(read_end) as received:
                 result = run_ckpt(*args, "-o", f"/dev/fd/{write_end}")
@@ -520,3 +521,37 @@ def test_the_run_it_with_command_names_the_database_exactly(built_sqlite: BuiltD
         assert _shell_argument(shown) == os.fsencode(database)
         # The text report's next step shows the same command.
         assert f"run {shown}; then" in " ".join(text.stdout.split()) or shown in text.stdout
+
+
+# -- -o /dev/fd/N writes only to a descriptor ckpt was handed, and only into a stream --------------------
+
+
+def test_output_to_a_descriptor_ckpt_opened_itself_is_refused(output_runs: dict[str, list[str]]) -> None:
+    """fds 3 and 4 were multiprocessing's shared-memory arena (verify-shape's shares): the report went there
+    and was lost, exit 0. Every name of a descriptor not handed over is a one-line error, nothing written."""
+    for args in output_runs.values():
+        for name in ("/dev/fd/3", "/dev/fd/4", "/proc/self/fd/3", "/dev/fd/9"):
+            result = run_ckpt(*args, "-o", name, process=True)
+            assert result.exit_code == 2, result.output
+            errors = [line for line in result.stderr.splitlines() if "error" in line]
+            assert errors == [
+                f"ckpt: error: cannot write {name}: descriptor {name.rsplit('/', 1)[1]} was not handed "
+                "to ckpt when it started (-o /dev/fd/N writes only to one its caller opened, such as "
+                ">(cmd)'s)"
+            ], result.stderr
+            assert result.stdout == ""
+
+
+def test_an_inherited_descriptor_on_a_block_device_is_refused(
+    output_runs: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """What the descriptor is open on is judged by fstat after the open: a block device handed over as fd N
+    (opened read-only, so a regression fails rather than writes) is refused as a block device."""
+    disk = os.open(_device(tmp_path / "disk", stat.S_IFBLK), os.O_RDONLY)
+    os.set_inheritable(disk, True)
+    try:
+        for args in output_runs.values():
+            result = run_ckpt(*args, "-o", f"/dev/fd/{disk}")
+            assert result.exit_code == 2 and "is a block device" in result.stderr, result.output
+    finally:
+        os.close(disk)
