@@ -1,4 +1,5 @@
-"""Atomic file replacement: readers see the old bytes or the new ones, never a partial file."""
+"""Where ckpt writes files: a regular file is replaced atomically (readers see the old bytes or the new ones,
+never a partial file); a pipe, a device or a socket named as output is written to as a stream."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import errno
 import os
 import signal
+import socket
 import stat
 import tempfile
 import threading
@@ -229,3 +231,152 @@ def _sync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+# Directories whose entries name this process's open descriptors (/dev/stdout links into them).
+_DESCRIPTOR_DIRECTORIES = ("/proc/self/fd", "/dev/fd")
+
+
+def _named_descriptor(path: Path) -> int | None:
+    """The open descriptor `path` names (/dev/stdout, /dev/fd/N from `>(cmd)`, /proc/self/fd/N, or a link to
+    one), or None: such a name is the descriptor itself, whatever it is open on."""
+    directories = {os.path.realpath(directory) for directory in _DESCRIPTOR_DIRECTORIES if os.path.isdir(directory)}
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        parent, name = os.path.split(current)
+        if name.isdigit() and os.path.realpath(parent) in directories:
+            return int(name)
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(parent, os.readlink(current)))
+    return None
+
+
+# The descriptors this process was handed, open and inheritable when it started, with the file each was open
+# on: the only ones a name such as /dev/fd/N writes to. One ckpt opened itself (a multiprocessing arena, a
+# database) is never inheritable, so a report written there would be lost.
+_inherited: dict[int, tuple[int, int]] = {}
+
+
+def remember_inherited_descriptors() -> None:
+    """Record the descriptors open and inheritable now; called first thing when ckpt starts."""
+    names: list[str] = []
+    for directory in _DESCRIPTOR_DIRECTORIES:
+        with contextlib.suppress(OSError):
+            names = os.listdir(directory)
+            break
+    _inherited.clear()
+    for name in names:
+        with contextlib.suppress(OSError, ValueError):
+            descriptor = int(name)
+            if os.get_inheritable(descriptor):
+                status = os.fstat(descriptor)
+                _inherited[descriptor] = (status.st_dev, status.st_ino)
+
+
+def _inherited_duplicate(path: Path, descriptor: int) -> int:
+    """A duplicate of `descriptor` if ckpt was handed it at start-up and it is still open on the same file."""
+    refused = OutputError(
+        f"cannot write {path}: descriptor {descriptor} was not handed to ckpt when it started "
+        "(-o /dev/fd/N writes only to one its caller opened, such as >(cmd)'s)"
+    )
+    if descriptor not in _inherited:
+        raise refused
+    try:
+        duplicate = os.dup(descriptor)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: descriptor {descriptor} is not open") from exc
+    status = os.fstat(duplicate)
+    if (status.st_dev, status.st_ino) != _inherited[descriptor]:
+        os.close(duplicate)
+        raise refused
+    return duplicate
+
+
+def _stream_kind_problem(status: os.stat_result, descriptor_named: bool) -> str | None:
+    """Why an opened `-o` target is no stream to write a report into, or None: a FIFO, a character device, a
+    socket (connected, or the write fails), and through a named descriptor a regular file (`> out`) too."""
+    mode = status.st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+        return None
+    if descriptor_named and stat.S_ISREG(mode):
+        return None
+    if stat.S_ISBLK(mode):
+        return "it is a block device; write the report to a file"
+    if stat.S_ISDIR(mode):
+        return "it is a directory"
+    return "it changed into something else while ckpt opened it; nothing written"
+
+
+def _checked_stream(path: Path, descriptor: int, descriptor_named: bool = False) -> int:
+    """`descriptor` if what it is open on (by fstat, after the open: no swap between a check and the open)
+    takes a report as a stream; otherwise closed and refused."""
+    problem = _stream_kind_problem(os.fstat(descriptor), descriptor_named)
+    if problem is not None:
+        os.close(descriptor)
+        raise OutputError(f"cannot write {path}: {problem}")
+    return descriptor
+
+
+def write_output(path: Path, chunks: Iterable[bytes]) -> None:
+    """A report to `path`: into the inherited descriptor it names, or the FIFO, character device or socket it
+    is (written as a stream, the node left in place), or else to a regular file replaced atomically. A block
+    device or a directory is refused: a report is never a disk's or a directory's new content."""
+    descriptor = _named_descriptor(path)
+    if descriptor is not None:
+        _stream(path, _checked_stream(path, _inherited_duplicate(path, descriptor), descriptor_named=True), chunks)
+        return
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if mode is None or stat.S_ISREG(mode):
+        write_atomically(path, chunks)
+    elif stat.S_ISDIR(mode):
+        raise OutputError(f"cannot write {path}: it is a directory")
+    elif stat.S_ISBLK(mode):
+        raise OutputError(f"cannot write {path}: it is a block device; write the report to a file")
+    elif stat.S_ISSOCK(mode):
+        _stream(path, _connected_socket(path), chunks)
+    else:
+        # A FIFO or a character device: opened as `>` opens it (a FIFO waits for its reader), never created.
+        try:
+            opened = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        _stream(path, _checked_stream(path, opened), chunks)
+
+
+def _connected_socket(path: Path) -> int:
+    """A descriptor of a stream connection to the Unix socket at `path` (what `socat - UNIX:path` writes to)."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+    except OSError as exc:
+        connection.close()
+        raise OutputError(f"cannot write {path}: a socket that takes no stream connection ({exc.strerror})") from exc
+    return connection.detach()
+
+
+def _stream(path: Path, descriptor: int, chunks: Iterable[bytes]) -> None:
+    """`chunks` written to `descriptor` as they come, then the descriptor closed. A reader that left raises
+    BrokenPipeError, which ends the run as `| head` does."""
+    with os.fdopen(descriptor, "wb") as stream:
+        for chunk in chunks:
+            with _writing(path):
+                stream.write(chunk)
+        with _writing(path):
+            stream.flush()
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A failed write as the one-line OutputError; only a closed pipe stays what it is."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc

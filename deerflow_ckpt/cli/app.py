@@ -13,11 +13,12 @@ import typer.main
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from deerflow_ckpt import __version__
+from deerflow_ckpt.cli.console import message as console_message
 from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError, Interrupted
 from deerflow_ckpt.exitcodes import ExitCode, signalled
+from deerflow_ckpt.fileio import remember_inherited_descriptors
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.report.printable import printable
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -176,10 +177,12 @@ class _CkptGroup(_Group):
                 message += " (run with --debug for the traceback)"
         finally:
             set_quiet(False)
-        # Messages quote what a database or a config holds: escaped, so no error writes a control character.
+        # Messages quote what a database or a config holds: escaped, so no error writes a control character,
+        # and a traceback's lines stay lines while a newline inside a quoted path cannot start one.
         if trace:
-            sys.stderr.write(printable(redact(trace), keep_lines=True))
-        sys.stderr.write(printable(redact(one_line(message)), keep_lines=True) + "\n")
+            for line in redact(trace).rstrip("\n").split("\n"):
+                console_message(line)
+        console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
 
 
@@ -225,6 +228,8 @@ def _global_options(
 
     Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
     """
+    # Before ckpt opens anything: -o /dev/fd/N may name only a descriptor its caller handed it.
+    remember_inherited_descriptors()
 
 
 def main() -> None:

@@ -69,11 +69,12 @@ def counting_checkpoints(
 
 
 def message(line: str) -> None:
-    """One plain line on stderr, with anything a database or a path brought in that could drive a terminal
-    escaped (report/printable.py)."""
+    """One line on stderr, the one way ckpt writes there: a newline, CR, control character or '::' that a
+    path, a file name or a database brought in is a visible escape (report/printable.py), so no terminal
+    acts on it and no CI log reads a line of it as a workflow command."""
     from deerflow_ckpt.report.printable import printable
 
-    sys.stderr.write(printable(line, keep_lines=True) + "\n")
+    sys.stderr.write(printable(line) + "\n")
 
 
 # -q/--quiet, set by the option's callback when a command parses its arguments (and reset by the app

@@ -10,7 +10,6 @@ import typer
 from deerflow_ckpt.cli.console import info, message
 from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
 from deerflow_ckpt.config.locate import locate_config
-from deerflow_ckpt.report.printable import printable
 
 DEERFLOW_ROOT_OPTION = typer.Option(
     None,
@@ -26,11 +25,11 @@ def deerflow_environment(deerflow_root: Path | None, config: Path | None = None)
     """The environment DeerFlow would run with (its .env beneath ours), the .env named on stderr; `config`, a
     config named on the command line, finds its checkout when the working directory is in none."""
     environment = process_environment(deerflow_root, config)
-    # Names and paths from a file anyone can write: escaped before they reach a terminal.
+    # Names and paths from a file anyone can write: message() escapes them, once, before they reach a terminal.
     if environment.dotenv is not None:
-        info(f"ckpt: {printable(environment.describe_dotenv())}")
+        info(f"ckpt: {environment.describe_dotenv()}")
     if environment.problem is not None:
-        message(f"ckpt: warning: {printable(environment.problem)}")
+        message(f"ckpt: warning: {environment.problem}")
     return environment
 
 

@@ -1,4 +1,5 @@
-"""Where a report goes: stdout or --output (atomically), GitHub's step summary, in the chosen format.
+"""Where a report goes: stdout or --output (a file atomically, a pipe or device as a stream), GitHub's step
+summary, in the chosen format.
 
 Payload goes to stdout (or --output); everything else goes to stderr.
 """
@@ -39,7 +40,8 @@ def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) 
 
 
 def deliver(text: str, output: Path | None) -> None:
-    """The payload to stdout, or to --output (written atomically: the old bytes or the whole report)."""
+    """The payload to stdout, or to --output (a regular file written atomically: the old bytes or the whole
+    report; a pipe, device or socket as a stream, fileio.write_output)."""
     deliver_chunks((text,), output)
 
 
@@ -50,11 +52,10 @@ def deliver_chunks(chunks: Iterable[str], output: Path | None) -> None:
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return
-    from deerflow_ckpt.fileio import write_atomically
+    from deerflow_ckpt.fileio import write_output
 
-    if output.is_dir():
-        raise OutputError(f"cannot write {output}: it is a directory")
-    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks))
+    sys.stdout.flush()  # what was printed comes first when --output names stdout (/dev/stdout)
+    write_output(output, (chunk.encode("utf-8") for chunk in chunks))
 
 
 def deliver_github(command: str, annotations: Sequence[Annotation], output: Path | None, headline: str) -> None:

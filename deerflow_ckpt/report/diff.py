@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from deerflow_ckpt.config.textspans import split_lines
 
 NO_NEWLINE = "\\ No newline at end of file\n"
+# GitHub's runner ends a log line at a lone CR too, and runs a line whose text after its blanks starts with
+# '::' (a context line of a config is " " + its text): in a diff, both are shown as escapes.
+_LONE_CR = re.compile(r"\r(?!\n$)")
+_COMMAND_START = re.compile(r"^(\s*)::")
+
+
+def _inert(line: str) -> str:
+    """A diff line no CI log splits or runs; any other line is left byte for byte, so the patch still applies."""
+    return _COMMAND_START.sub(r"\1:\\x3a", _LONE_CR.sub(r"\\x0d", line), count=1)
 
 
 def unified_diff(before: str, after: str, name: str) -> str:
@@ -14,9 +24,9 @@ def unified_diff(before: str, after: str, name: str) -> str:
     lines: list[str] = []
     for line in difflib.unified_diff(split_lines(before), split_lines(after), name, name):
         if line.endswith("\n"):
-            lines.append(line)
+            lines.append(_inert(line))
         else:
-            lines.extend((line + "\n", NO_NEWLINE))
+            lines.extend((_inert(line) + "\n", NO_NEWLINE))
     return "".join(lines)
 
 

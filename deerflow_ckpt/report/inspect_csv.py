@@ -10,13 +10,12 @@ chain), `forced_interval.<trigger>`,
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Iterator
 
 from deerflow_ckpt.analysis.histogram import Histogram, histogram
 from deerflow_ckpt.analysis.inspection import LineageInspection, ThreadInspection
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary
+from deerflow_ckpt.report.printable import csv_text
 
 HEADER = ("thread_id", "checkpoint_ns", "epoch", "metric", "lower", "upper", "count")
 Row = tuple[str | int, ...]
@@ -41,18 +40,12 @@ def lineage_rows(inspection: LineageInspection) -> Iterator[Row]:
     yield (thread_id, ns, "", "open_tail", tail, tail + 1, 1)
 
 
-def _lines(rows: Iterable[Row]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
-
-
 def iter_threads_csv(threads: Iterable[ThreadInspection]) -> Iterator[str]:
     """The header, then each thread's rows as it comes."""
-    yield _lines([HEADER])
+    yield csv_text([HEADER])
     for thread in threads:
-        yield _lines(lineage_rows(thread.shown))
+        yield csv_text(lineage_rows(thread.shown))
 
 
 def summary_to_csv(summary: DatabaseSummary) -> str:
-    return _lines([HEADER, *_bucket_rows("", "", "", "inferred_cadence", summary.cadence_distribution)])
+    return csv_text([HEADER, *_bucket_rows("", "", "", "inferred_cadence", summary.cadence_distribution)])

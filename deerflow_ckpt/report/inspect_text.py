@@ -136,7 +136,7 @@ def short_cadence(cadence: CadenceReport) -> str:
 
 def cadence_line(cadence: CadenceReport, cadence_source: str, thread_id: str, epochs: int = 1) -> Text:
     bounds = _bounds(cadence.lower, cadence.upper)
-    expected = f"the expected K = {cadence.expected} (from {cadence_source})"
+    expected = f"the expected K = {cadence.expected} (from {printable(cadence_source)})"
     status = cadence.status
     if status is CadenceStatus.MATCHES:
         said = f"K = {cadence.inferred} ({bounds}), matches {expected}"
@@ -453,7 +453,8 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
         f"{_n(summary.checkpoints)} checkpoints"
     )
     if scope.settings.expected_cadence is not None:
-        console.print(f"  expected K = {scope.settings.expected_cadence} (from {scope.cadence_source})")
+        source = printable(scope.cadence_source)
+        console.print(Text(f"  expected K = {scope.settings.expected_cadence} (from {source})"))
     console.print(Text("Inferred K across threads (the current epoch of each conversation)", style="bold"))
     distribution = summary.cadence_distribution
     if distribution.count:

@@ -10,6 +10,7 @@ from rich.text import Text
 from deerflow_ckpt.commands.lint_config import LintReport
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.report.annotations import Annotation, severity_counts
+from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import Severity
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -17,21 +18,22 @@ INDENT = "    "
 
 
 def finding_text(name: str, finding: Finding) -> Text:
-    where = name if finding.line is None else f"{name}:{finding.line}"
+    # A file's name and what its values say are escaped: neither may start a line of its own (report/printable.py).
+    where = printable(name) if finding.line is None else f"{printable(name)}:{finding.line}"
     line = Text(f"{where}: ")
     line.append(finding.rule, style="bold")
     line.append(" ")
     line.append(finding.severity.value, style=_SEVERITY_STYLE[finding.severity])
-    line.append(f": {finding.message}")
+    line.append(f": {printable(finding.message)}")
     if finding.deerflow_warning is not None:
-        line.append(f"\n{INDENT}DeerFlow logs: {finding.deerflow_warning}")
+        line.append(f"\n{INDENT}DeerFlow logs: {printable(finding.deerflow_warning)}")
     return line
 
 
 def _setting(setting: Setting) -> str:
     value = setting.value if setting.known else "unknown"
     line = f", line {setting.line}" if setting.line is not None else ""
-    return f"{value} ({setting.origin}{line})"
+    return printable(f"{value} ({setting.origin}{line})")
 
 
 def render_text(report: LintReport, annotations: list[Annotation], console: Console) -> None:
@@ -54,15 +56,15 @@ def database_lines(report: LintReport) -> list[Text | str]:
     if not databases:
         return []
     sqlite = any(shared.identity.kind == "sqlite" for shared in databases)
-    based = f" (relative sqlite_dir resolved against {report.base})" if sqlite else ""
+    based = f" (relative sqlite_dir resolved against {printable(str(report.base))})" if sqlite else ""
     lines: list[Text | str] = [Text(f"Checkpoint databases{based}:", style="bold")]
     facts = {linted.name: linted.lint.facts for linted in report.files}
     for shared in databases:
-        lines.append(f"  {shared.identity.display}")
+        lines.append(f"  {printable(shared.identity.display)}")
         for path in shared.paths:
             entry = facts[path]
             assert entry is not None
-            lines.append(f"{INDENT}{path}: mode {_setting(entry.mode)}, cadence {_setting(entry.cadence)}")
+            lines.append(f"{INDENT}{printable(path)}: mode {_setting(entry.mode)}, cadence {_setting(entry.cadence)}")
     return lines
 
 
@@ -70,7 +72,8 @@ def left_out_lines(report: LintReport) -> list[Text | str]:
     left_out = report.consistency.left_out
     if not left_out or len(report.files) < 2:
         return []
-    return [Text("Not compared with other files:", style="bold"), *(f"  {path}: {why}" for path, why in left_out)]
+    heading = Text("Not compared with other files:", style="bold")
+    return [heading, *(f"  {printable(path)}: {printable(why)}" for path, why in left_out)]
 
 
 def summary_line(files: int, annotations: list[Annotation]) -> Text:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +10,7 @@ from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
+from deerflow_ckpt.report.printable import json_dumps, printable
 from deerflow_ckpt.rules import Severity
 
 JSON_SCHEMA_VERSION = 1
@@ -63,7 +63,8 @@ def diff_of(outcome: FileMigration) -> str:
     result = outcome.result
     if not result.changed:
         return ""
-    return redact(unified_diff(_decode(result.original), _decode(result.migrated), outcome.name))
+    # The name in the headers is escaped: a newline in it would start a line of the patch's own choosing.
+    return redact(unified_diff(_decode(result.original), _decode(result.migrated), printable(outcome.name)))
 
 
 def _diagnostics(diagnostics: Sequence[Diagnostic], severity: Severity) -> list[dict[str, Any]]:
@@ -100,4 +101,4 @@ def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int, 
         "exit_code": exit_code,
         "files": files,
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_dumps(document) + "\n"

@@ -19,7 +19,7 @@ _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Sever
 
 def _cadence_line(report: ScanReport) -> str:
     if report.expected_cadence is not None:
-        return f"expected cadence K={report.expected_cadence} (from {report.cadence_source})"
+        return f"expected cadence K={report.expected_cadence} (from {printable(report.cadence_source)})"
     timeline = report.timeline
     if timeline is not None and timeline.current is not None:
         since = timeline.current_since_ns()
@@ -69,10 +69,10 @@ def _proof_lines(report: ScanReport) -> list[str]:
 
 def render_text(report: ScanReport, console: Console) -> None:
     console.print(Text(printable(f"Scanned {report.database}"), style="bold"))
-    console.print(f"  found via {report.found_via}")
+    console.print(Text(f"  found via {printable(report.found_via)}"))
     if report.saver_setup is not None:
         console.print(f"  tables: {report.saver_setup}")
-    console.print(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}")
+    console.print(Text(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}"))
     if report.since is not None:
         console.print(f"  judged: checkpoints written at or after {format_time(write_time_ns(report.since))}")
     for timeline_line in _timeline_lines(report):

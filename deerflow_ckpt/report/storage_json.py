@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from deerflow_ckpt.analysis.storage import Growth, Rate, autocheckpoint_bytes
 from deerflow_ckpt.commands.inspect_storage import StorageInspection
-from deerflow_ckpt.report.printable import json_text, printable
+from deerflow_ckpt.report.printable import csv_text, json_dumps
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.storage import ChannelBytes, SqliteFiles
 
@@ -108,7 +105,7 @@ def storage_to_json(inspection: StorageInspection) -> str:
         "advice": [dataclasses.asdict(advice) for advice in inspection.advice],
         "notes": facts.notes,
     }
-    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return json_dumps(document) + "\n"
 
 
 def _rows(series: str, thread_id: str, growth: Growth) -> Iterator[tuple[Any, ...]]:
@@ -134,13 +131,10 @@ def _rows(series: str, thread_id: str, growth: Growth) -> Iterator[tuple[Any, ..
 
 def storage_to_csv(inspection: StorageInspection) -> str:
     """The growth series: the whole store ('store'), then each heaviest thread ('thread', its id in its own
-    column, escaped as text is), each followed by what is not in its buckets."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    writer.writerows(_rows("store", "", inspection.growth))
+    column, neutralised as every CSV cell is), each followed by what is not in its buckets."""
+    rows: list[Sequence[Any]] = [CSV_HEADER, *_rows("store", "", inspection.growth)]
     for place, thread in enumerate(inspection.facts.heaviest):
         growth = inspection.heaviest_growth.get(place)
         if growth is not None:
-            writer.writerows(_rows("thread", printable(thread.thread_id), growth))
-    return buffer.getvalue()
+            rows.extend(_rows("thread", thread.thread_id, growth))
+    return csv_text(rows)

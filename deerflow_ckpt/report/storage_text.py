@@ -28,7 +28,7 @@ _UNIT_PHRASE = {Unit.HOUR: "hour", Unit.DAY: "day", Unit.WEEK: "week (from Monda
 
 def render_storage(inspection: StorageInspection, console: Console) -> None:
     facts = inspection.facts
-    console.print(Text(f"Storage of {printable(inspection.database)} (chosen via {inspection.found_via})"))
+    console.print(Text(printable(f"Storage of {inspection.database} (chosen via {inspection.found_via})")))
     _files(facts, console)
     _relations(facts, console)
     _channels(facts, console)
