@@ -5,7 +5,7 @@ Run by hand, never from the tests:
     python -m benchmarks.bench_convert bench-data/bulk.db --snapshot-frequency 100 --repeat 3
     python -m benchmarks.bench_convert bench-data/full.db --snapshot-frequency 10 --repeat 3
 
-Build the sources first with the bulk builder (docs/architecture.md, "Benchmarks"): the 1.4 GB delta database
+Build the sources first with the bulk builder (docs/architecture.md, "Development"): the 1.4 GB delta database
 (2000 threads x 50 turns at K=10) and a full-mode one (`--cadence 0`, e.g. 300 threads x 50 turns).
 
 Each measurement is a whole `ckpt` process (the installed console script next to this interpreter), started

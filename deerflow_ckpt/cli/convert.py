@@ -54,7 +54,8 @@ def convert(
         None,
         "--target-schema",
         metavar="SCHEMA",
-        help="PostgreSQL: a new schema that receives converted copies of the saver's tables.",
+        help="PostgreSQL: a new schema (a plain lowercase name) that receives converted copies of the saver's "
+        "tables, with a record of the conversion that --catch-up and the switch check.",
         show_default=False,
     ),
     swap_script: Path | None = typer.Option(
@@ -92,7 +93,13 @@ def convert(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
-    network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
+    network_timeout: str = typer.Option(
+        "120s",
+        "--network-timeout",
+        metavar="DURATION",
+        help="PostgreSQL: give up on a read after this long without a byte from the server. Copying, "
+        "fingerprinting and compacting the saver's tables is server-side work allowed up to 6 hours.",
+    ),
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
@@ -188,6 +195,11 @@ def _check_destination(
         return
     if target_schema is None:
         raise typer.BadParameter("a PostgreSQL source needs --target-schema NAME")
+    from deerflow_ckpt.dsn import is_schema_name
+
+    # The converted tables end up where database.postgres_schema names them; DeerFlow takes plain names only.
+    if not is_schema_name(target_schema):
+        raise typer.BadParameter("--target-schema must be a plain lowercase PostgreSQL identifier ([a-z_][a-z0-9_]*)")
     if output is not None:
         raise typer.BadParameter("--output is for a SQLite source; a PostgreSQL one converts into --target-schema")
 

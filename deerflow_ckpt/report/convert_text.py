@@ -51,7 +51,12 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
     for table in sorted(report.tables_before):
         before, after = report.tables_before[table], report.tables_after.get(table, 0)
         console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
-    disk = "file, vacuumed" if report.backend is Backend.SQLITE else "saver tables on disk, the copies compacted"
+    if report.backend is Backend.SQLITE:
+        disk = "file, vacuumed"
+    elif report.carried_over is None:
+        disk = "saver tables on disk (a fresh copy, then compacted)"
+    else:
+        disk = "saver tables on disk (the live ones, then the copies compacted)"
     console.print(Text(f"  {disk}: {_change(report.disk_before, report.disk_after)}"))
     kind = "lists" if report.snapshot_frequency is None else "snapshots"
     values = sum(t.stored_values for t in converted)
