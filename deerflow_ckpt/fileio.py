@@ -252,17 +252,79 @@ def _named_descriptor(path: Path) -> int | None:
     return None
 
 
+# The descriptors this process was handed, open and inheritable when it started, with the file each was open
+# on: the only ones a name such as /dev/fd/N writes to. One ckpt opened itself (a multiprocessing arena, a
+# database) is never inheritable, so a report written there would be lost.
+_inherited: dict[int, tuple[int, int]] = {}
+
+
+def remember_inherited_descriptors() -> None:
+    """Record the descriptors open and inheritable now; called first thing when ckpt starts."""
+    names: list[str] = []
+    for directory in _DESCRIPTOR_DIRECTORIES:
+        with contextlib.suppress(OSError):
+            names = os.listdir(directory)
+            break
+    _inherited.clear()
+    for name in names:
+        with contextlib.suppress(OSError, ValueError):
+            descriptor = int(name)
+            if os.get_inheritable(descriptor):
+                status = os.fstat(descriptor)
+                _inherited[descriptor] = (status.st_dev, status.st_ino)
+
+
+def _inherited_duplicate(path: Path, descriptor: int) -> int:
+    """A duplicate of `descriptor` if ckpt was handed it at start-up and it is still open on the same file."""
+    refused = OutputError(
+        f"cannot write {path}: descriptor {descriptor} was not handed to ckpt when it started "
+        "(-o /dev/fd/N writes only to one its caller opened, such as >(cmd)'s)"
+    )
+    if descriptor not in _inherited:
+        raise refused
+    try:
+        duplicate = os.dup(descriptor)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: descriptor {descriptor} is not open") from exc
+    status = os.fstat(duplicate)
+    if (status.st_dev, status.st_ino) != _inherited[descriptor]:
+        os.close(duplicate)
+        raise refused
+    return duplicate
+
+
+def _stream_kind_problem(status: os.stat_result, descriptor_named: bool) -> str | None:
+    """Why an opened `-o` target is no stream to write a report into, or None: a FIFO, a character device, a
+    socket (connected, or the write fails), and through a named descriptor a regular file (`> out`) too."""
+    mode = status.st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+        return None
+    if descriptor_named and stat.S_ISREG(mode):
+        return None
+    if stat.S_ISBLK(mode):
+        return "it is a block device; write the report to a file"
+    if stat.S_ISDIR(mode):
+        return "it is a directory"
+    return "it changed into something else while ckpt opened it; nothing written"
+
+
+def _checked_stream(path: Path, descriptor: int, descriptor_named: bool = False) -> int:
+    """`descriptor` if what it is open on (by fstat, after the open: no swap between a check and the open)
+    takes a report as a stream; otherwise closed and refused."""
+    problem = _stream_kind_problem(os.fstat(descriptor), descriptor_named)
+    if problem is not None:
+        os.close(descriptor)
+        raise OutputError(f"cannot write {path}: {problem}")
+    return descriptor
+
+
 def write_output(path: Path, chunks: Iterable[bytes]) -> None:
-    """A report to `path`: into the descriptor it names, or the FIFO, character device or socket it is (written
-    as a stream, the node left in place), or else to a regular file replaced atomically. A block device or a
-    directory is refused: a report is never a disk's or a directory's new content."""
+    """A report to `path`: into the inherited descriptor it names, or the FIFO, character device or socket it
+    is (written as a stream, the node left in place), or else to a regular file replaced atomically. A block
+    device or a directory is refused: a report is never a disk's or a directory's new content."""
     descriptor = _named_descriptor(path)
     if descriptor is not None:
-        try:
-            duplicate = os.dup(descriptor)
-        except OSError as exc:
-            raise OutputError(f"cannot write {path}: descriptor {descriptor} is not open") from exc
-        _stream(path, duplicate, chunks)
+        _stream(path, _checked_stream(path, _inherited_duplicate(path, descriptor), descriptor_named=True), chunks)
         return
     try:
         mode = path.stat().st_mode
@@ -284,12 +346,7 @@ def write_output(path: Path, chunks: Iterable[bytes]) -> None:
             opened = os.open(path, os.O_WRONLY | os.O_NOCTTY)
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        if stat.S_ISREG(os.fstat(opened).st_mode):
-            # Replaced by a regular file since the stat: that one is rewritten whole, as any regular file.
-            os.close(opened)
-            write_atomically(path, chunks)
-            return
-        _stream(path, opened, chunks)
+        _stream(path, _checked_stream(path, opened), chunks)
 
 
 def _connected_socket(path: Path) -> int:

@@ -3,7 +3,7 @@ report line and piece of config text on its way out.
 
 - A secret remembered when ckpt read it is masked wherever it stands: every reading of a DSN's password
   (`remember_dsn`), and a config's credential values (`remember_config_credentials`, called on every
-  config loaded).
+  config loaded, and `remember_credential` for what lint-config resolves a `$VAR` to).
 - A URL's password, `scheme://user:PASSWORD@host`, up to the last '@' of its run of non-space characters,
   so an unencoded '@' or '/' in it is masked too.
 - The value of any key ending in `password` written `key=value` (libpq conninfo, a URL's query),
@@ -15,7 +15,7 @@ Every step is one pass over the text: a message of megabytes is masked in millis
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from urllib.parse import unquote
 
 MASK = "***"
@@ -27,8 +27,11 @@ MIN_REMEMBERED = 4
 
 # Keys whose value is a DSN, which may hold a password (DeerFlow's database, checkpointer and redis settings).
 DSN_KEYS = frozenset({"postgres_url", "redis_url", "connection_string"})
-# Keys whose whole value is a credential.
-_CREDENTIAL_KEY = re.compile(r"password|passwd|secret|token|api_?key", re.IGNORECASE)
+# Keys whose whole value is a credential, and those of them that name a password (remembered even if a word).
+_CREDENTIAL_KEY = re.compile(r"password|passwd|^pass$|^pwd$|secret|token|api_?key", re.IGNORECASE)
+_PASSWORD_KEY_NAME = re.compile(r"password|passwd|^pass$|^pwd$", re.IGNORECASE)
+# A placeholder, not a secret: one word of letters, lower case or capitalised.
+_ORDINARY_WORD = re.compile(r"[A-Za-z][a-z]*")
 
 _PASSWORD_KEY = re.compile(r"password", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s")
@@ -89,42 +92,50 @@ def remember_dsn(dsn: str) -> None:
 
 
 def remember_config_credentials(data: object) -> None:
-    """Remember the credentials a loaded config holds, wherever they stand: a DSN's password, the value of a
-    password, secret, token or API key, and every text inside a DSN key that holds no string (a mapping
-    `postgres_url` DeerFlow refuses, whose password has no known key). `$VAR` references are no secret."""
-    pending: list[tuple[object, object]] = [(None, data)]
+    """Remember the credentials a loaded config holds where they stand (see `remember_credential`): a DSN's
+    password, and the value of a password, secret, token or API key, at any depth. `$VAR` references are no
+    secret; lint-config remembers what they resolve to."""
+    pending: list[tuple[tuple[object, ...], object]] = [((), data)]
     seen: set[int] = set()
     while pending:
-        key, value = pending.pop()
+        path, value = pending.pop()
         if isinstance(value, str):
-            if value.startswith("$"):
-                continue
-            if key in DSN_KEYS:
-                remember_dsn(value)
-            elif isinstance(key, str) and _CREDENTIAL_KEY.search(key):
-                remember_secret(value)
+            if not value.startswith("$"):
+                remember_credential(path, value)
         elif isinstance(value, dict | list) and id(value) not in seen:
             seen.add(id(value))  # an alias repeats a node: walk it once
-            if key in DSN_KEYS:
-                for text in _values_within(value):
-                    remember_secret(text)
-            elif isinstance(value, dict):
-                pending.extend(value.items())
+            if isinstance(value, dict):
+                pending.extend(((*path, key), item) for key, item in value.items())
             else:
-                pending.extend((key, item) for item in value)
+                pending.extend(((*path, index), item) for index, item in enumerate(value))
 
 
-def _values_within(value: object) -> Iterator[str]:
-    """Every text value in a nest of mappings and lists (keys are names, not secrets)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, str):
-            yield item
+def is_credential_path(path: Sequence[object]) -> bool:
+    """True when a value at `path` (keys from the top of a config) may be or hold a credential: some key on
+    the way is a DSN key or names a credential. Such a value is never shown, whatever it is."""
+    return any(key in DSN_KEYS or (isinstance(key, str) and _CREDENTIAL_KEY.search(key)) for key in path)
+
+
+def remember_credential(path: Sequence[object], value: str) -> None:
+    """Remember the secret a config value at `path` is or holds (a resolved `$VAR` too), and nothing else.
+
+    A DSN key's value (or a DSN-shaped text inside a mapping or list DeerFlow refuses there) gives its
+    password; a password key's value is remembered whole; a secret, token or API key's too unless it is one
+    ordinary word (none, dummy, Disabled), which would mask that word everywhere. The user, host, port or
+    database name inside a mapping `postgres_url` is no secret and is left alone."""
+    keys = [key for key in path if isinstance(key, str)]
+    last = keys[-1] if keys else None  # a list item stands under its list's key
+    if last is not None and _PASSWORD_KEY_NAME.search(last):
+        remember_secret(value)
+    elif last is not None and _CREDENTIAL_KEY.search(last):
+        if not _ORDINARY_WORD.fullmatch(value):
+            remember_secret(value)
+    elif any(key in DSN_KEYS for key in keys):
+        if last in DSN_KEYS or "://" in value or "=" in value:
+            remember_dsn(value)
+        if last in DSN_KEYS and path[-1] != last and "://" not in value and not _ORDINARY_WORD.fullmatch(value):
+            # An item of a list DeerFlow refuses as a DSN has no key to say what it is: it may be the password.
+            remember_secret(value)
 
 
 def redact(message: str) -> str:

@@ -42,6 +42,9 @@ _LC_IDS = [
     ["os", "system"],
 ]
 
+# An lc 2 object LangGraph revives as Decimal("1"), which equals 1: as an "lc", it makes its object lc 1.
+_DECIMAL_ONE = {"lc": 2, "type": "constructor", "id": ["decimal", "Decimal"], "args": ["1"]}
+
 
 def ext_chain(rng: random.Random) -> bytes:
     """Ext values nested up to twice the Python judge's depth limit, around a call or a plain value."""
@@ -67,9 +70,12 @@ def json_payload(rng: random.Random) -> bytes:
         return b"[" * depth + b"{}" + b"]" * depth
     value: Any = {"plain": [1, 2.5, "x", None, True]}
     for _ in range(rng.randint(1, 6)):
-        lc = rng.choice([1, 2, True, 2.0, "1"])
+        lc = rng.choice([1, 2, True, 2.0, "1", _DECIMAL_ONE])
         kind = rng.choice(["constructor", "constructor", "secret", "not_implemented"])
-        value = {"lc": lc, "type": kind, "id": rng.choice(_LC_IDS), "kwargs": {"value": value}}
+        identifier: Any = rng.choice(_LC_IDS)
+        if rng.random() < 0.1:  # an id LangGraph's reviver has rebuilt by the time it reads it
+            identifier = rng.choice([_DECIMAL_ONE, [*identifier[:-1], _DECIMAL_ONE]])
+        value = {"lc": lc, "type": kind, "id": identifier, "kwargs": {"value": value}}
         if rng.random() < 0.2:
             value = {"__lc_escaped__": value}
     return json.dumps(value).encode()

@@ -9,6 +9,13 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 # Editable, so the compiled judge (deerflow_ckpt/native/_inert.c) is built beside the sources the tests import.
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+# DeerFlow's pinned Postgres saver (its lock: 3.1.1), beside the installed one: compatibility tests put it first
+# on a probe's PYTHONPATH (tests/conftest.py, pinned_saver). Installed here so no test reaches the network.
+pinned=.venv/pinned/langgraph-checkpoint-postgres-3.1.1
+if [ ! -e "$pinned/langgraph/checkpoint/postgres/__init__.py" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --target "$pinned" \
+    'langgraph-checkpoint-postgres==3.1.1'
+fi
 .venv/bin/ruff check deerflow_ckpt tests fixtures benchmarks scripts setup.py
 .venv/bin/ruff format --check deerflow_ckpt tests fixtures benchmarks scripts setup.py
 .venv/bin/mypy

@@ -397,3 +397,24 @@ def built_storage(request: pytest.FixtureRequest) -> Callable[[str], BuiltStorag
         return built
 
     return get
+
+
+# DeerFlow pins the Postgres saver below 3.2 (its lock file: 3.1.1), whose replay walk stops only at a snapshot's
+# inline marker: what ckpt writes or plans must hold under that saver too. scripts/test.sh installs it here
+# before the tests run, so no test reaches the network.
+PINNED_SAVER_DIR = Path(__file__).resolve().parents[1] / ".venv" / "pinned" / "langgraph-checkpoint-postgres-3.1.1"
+
+
+@pytest.fixture(scope="session")
+def pinned_saver() -> Path:
+    """A directory holding DeerFlow's pinned Postgres saver, to put first on a probe's PYTHONPATH."""
+    if not (PINNED_SAVER_DIR / "langgraph" / "checkpoint" / "postgres" / "__init__.py").exists():
+        pytest.fail(f"DeerFlow's pinned Postgres saver is not in {PINNED_SAVER_DIR}: run ./scripts/test.sh")
+    return PINNED_SAVER_DIR
+
+
+@pytest.fixture
+def strict_msgpack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangGraph's loader in strict mode (LANGGRAPH_STRICT_MSGPACK=true): it constructs only allowlisted types."""
+    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "true")
+    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)

@@ -18,7 +18,15 @@ from tests.test_manpages import contexts
 
 # typer's labels ("<list[str]>", "<text|json>", "<int>") and bare Python type names in a help row.
 PYTHON_TYPES = re.compile(r"<[^>\s]*>|\b(?:list|dict|tuple|set)\[|\b(?:str|int|bool|float|Path|NoneType)\b")
-COMMAND_PATHS = {"ckpt", "ckpt migrate-config", "ckpt lint-config", "ckpt verify-shape", "ckpt inspect", "ckpt plan"}
+COMMAND_PATHS = {
+    "ckpt",
+    "ckpt migrate-config",
+    "ckpt lint-config",
+    "ckpt verify-shape",
+    "ckpt inspect",
+    "ckpt plan",
+    "ckpt convert",
+}
 LEAVES = {"ckpt inspect thread", "ckpt inspect summary", "ckpt inspect storage", "ckpt plan retention"}
 
 

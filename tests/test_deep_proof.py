@@ -137,7 +137,12 @@ def test_the_real_saver_reads_what_the_fold_says(built: BuiltDatabase, monkeypat
     folds: dict[tuple[str, str], list[StoredMessage] | None] = {}
     for history in _histories(built):
         if history.checkpoint_ns == "":
-            prove_lineage(history, lambda cid, fold, tid=history.thread_id: folds.__setitem__((tid, cid), fold))
+            prove_lineage(
+                history,
+                lambda checkpoint, fold, tid=history.thread_id: folds.__setitem__(
+                    (tid, checkpoint.checkpoint_id), None if fold is None else list(fold)
+                ),
+            )
     faulted = {t.thread_id: f.checkpoint_id for t in built.manifest.threads for f in t.faults if f.rule == "CK106"}
     compared = differed = 0
     with readback.reader(built.manifest, built.db) as (_, factory):

@@ -322,3 +322,73 @@ def test_a_symlink_loop_for_a_report_file_is_a_clean_error(tmp_path: Path, built
     os.symlink(first, second)
     result = run_ckpt("verify-shape", "-q", "--db", built_sqlite.db, "-o", str(first))
     assert f"{first}: is a loop of symbolic links" in one_line_error(result)
+
+
+# -- review 3: a $VAR password in a credential position is never shown by lint-config's CK509 ---------------
+
+ENV_PASSWORD = "Qz7Xw9Vk2Jh"  # no three letters of it in any English word ckpt prints
+ENV_PASSWORD_CONFIGS = {
+    "mapping postgres_url": "database:\n  backend: postgres\n  postgres_url:\n    host: db\n    user: deer\n"
+    "    password: $PG_SECRET_PW\n",
+    "database.password": "database:\n  backend: postgres\n  postgres_url: postgresql://deer@127.0.0.1:1/db\n"
+    "  password: $PG_SECRET_PW\n",
+    "checkpointer token": "checkpointer:\n  type: sqlite\n  connection_string: store.db\n  api_token: $PG_SECRET_PW\n",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(ENV_PASSWORD_CONFIGS))
+def test_lint_config_never_shows_a_password_read_from_a_variable(tmp_path: Path, layout: str) -> None:
+    text = ENV_PASSWORD_CONFIGS[layout]
+    config = write(tmp_path / "config.yaml", text)
+    summary = tmp_path / "summary.md"
+    env = {"PG_SECRET_PW": ENV_PASSWORD, "GITHUB_STEP_SUMMARY": str(summary)}
+    for output_format in ("text", "json", "github", "sarif"):
+        for debug in ((), ("--debug",)):
+            lint = fresh_run(*debug, "lint-config", str(config), "--format", output_format, env=env)
+            assert lint.exit_code in (0, 1) and "CK509" in lint.stdout, lint.output
+            assert_hidden(ENV_PASSWORD, lint, text, summary)
+            assert "$PG_SECRET_PW" in lint.stdout and "the value is not shown" in lint.stdout, lint.stdout
+            # Remembered for every later message of the process, as a password written in the file is.
+            assert redact(f"said {ENV_PASSWORD}.") == "said ***.", output_format
+    lint = run_ckpt("lint-config", str(config), env=env, process=True)
+    assert lint.exit_code in (0, 1) and "CK509" in lint.stdout, lint.output
+    assert_hidden(ENV_PASSWORD, lint, text)
+
+
+# -- review 11: only credentials are remembered, not a mapping postgres_url's user, host or database name ----
+
+WORDS_CONFIG = (
+    "database:\n  backend: postgres\n  postgres_url:\n    host: local\n    user: deer\n    dbname: main\n"
+    "    port: 5432\n    password: Kv8Pz2Wq\nredis:\n  token: dummy\n  api_key: none\n"
+)
+
+
+def test_ordinary_words_beside_a_password_are_not_masked(tmp_path: Path) -> None:
+    write(tmp_path / "config.yaml", WORDS_CONFIG)
+    for args in (("--debug", "verify-shape"), ("--debug", "inspect", "summary")):
+        result = fresh_run(*args, cwd=tmp_path)
+        assert result.exit_code == 2, result.output
+        assert_hidden("Kv8Pz2Wq", result, WORDS_CONFIG)
+        # The traceback names ckpt's own modules; with user: deer remembered they read ***flow_ckpt.
+        assert "deerflow_ckpt.errors.ConfigError" in result.stderr and "***" not in result.stderr, result.stderr
+    lint = fresh_run("--debug", "lint-config", "config.yaml", "--format", "json", cwd=tmp_path)
+    assert lint.exit_code == 1 and "***" not in lint.output, lint.output
+    # Still remembered: the password itself, wherever it is later quoted.
+    assert redact("Kv8Pz2Wq local deer main dummy none") == "*** local deer main dummy none"
+
+
+# -- review 12: the store never imports config/ (DSN parsing lives in the neutral deerflow_ckpt.dsn) --------
+
+
+def test_no_store_module_imports_config() -> None:
+    from tests.test_layers import PACKAGE, imports_of
+
+    store_modules = sorted((PACKAGE / "store").rglob("*.py"))
+    assert store_modules
+    reaching = [
+        f"{path.name}:{line} imports {name}"
+        for path in store_modules
+        for line, name in imports_of(path)
+        if name == "deerflow_ckpt.config" or name.startswith("deerflow_ckpt.config.")
+    ]
+    assert not reaching

@@ -40,6 +40,9 @@ PROMPT_THREAD = "clean-delta-k3"
 BENIGN_THREAD = "clean-delta-k2"
 CHAIN_THREAD = "clean-delta-k10"
 DEEP_JSON_THREAD = "clean-delta-k1"
+NESTED_LC_THREAD = "clean-delta-post-k3"
+JSON_THEN_GARBAGE_THREAD = "clean-full"
+MSGPACK_THEN_GARBAGE_THREAD = "duration-only-k3"
 
 # langchain_core's PromptTemplate as its to_json() writes it: LangGraph's json loader revives it, strict or not.
 PROMPT = {
@@ -58,6 +61,19 @@ BENIGN = [
         "kwargs": {"content": "hello", "type": "human", "id": "benign-1"},
     }
 ]
+
+
+# The PromptTemplate whose "lc" is an lc 2 Decimal("1"): LangGraph's reviver builds the Decimal first, which
+# equals 1, so the outer object is revived as lc 1. Read as plain JSON, its "lc" is a dict, no version at all.
+NESTED_LC = {**PROMPT, "lc": {"lc": 2, "type": "constructor", "id": ["decimal", "Decimal"], "args": ["1"]}}
+# The PromptTemplate, then text that is not JSON: LangGraph's reviver has built the object when the parse fails.
+JSON_THEN_GARBAGE = b"[" + json.dumps(PROMPT).encode() + b", tru]"
+
+
+def os_system_then_garbage(command: str) -> bytes:
+    """A two-item array: os.system(command), then a byte msgpack reserves (0xc1), on which the read fails."""
+    call = ormsgpack.Ext(peek.EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(["os", "system", [command]]))
+    return b"\x92" + ormsgpack.packb(call) + b"\xc1"
 
 
 def os_system_chain(command: str, depth: int) -> bytes:
@@ -144,9 +160,17 @@ class Planted:
     benign_write: tuple[str, str, int]
     chain_write: tuple[str, str, int]
     deep_json_write: tuple[str, str, int]
+    nested_lc_write: tuple[str, str, int]
+    json_then_garbage_write: tuple[str, str, int]
+    msgpack_then_garbage_write: tuple[str, str, int]
     # Where the PromptTemplate is stored as a whole value: the SQLite checkpoint row, the Postgres blob row.
     prompt_checkpoint: str
     marker: Path
+
+    @property
+    def garbage_marker(self) -> Path:
+        """What the msgpack write that fails to parse touches when LangGraph's default loader reads it."""
+        return self.marker.with_name("ran-before-garbage")
 
 
 def _plant(copy: Copy, marker: Path) -> Planted:
@@ -160,6 +184,18 @@ def _plant(copy: Copy, marker: Path) -> Planted:
     deep_json_write = copy.first_messages_write(DEEP_JSON_THREAD)
     copy.set_write(
         DEEP_JSON_THREAD, deep_json_write, "json", b"[" * 100_000 + json.dumps(PROMPT).encode() + b"]" * 100_000
+    )
+    nested_lc_write = copy.first_messages_write(NESTED_LC_THREAD)
+    copy.set_write(NESTED_LC_THREAD, nested_lc_write, "json", json.dumps([NESTED_LC]).encode())
+    json_then_garbage_write = copy.first_messages_write(JSON_THEN_GARBAGE_THREAD)
+    copy.set_write(JSON_THEN_GARBAGE_THREAD, json_then_garbage_write, "json", JSON_THEN_GARBAGE)
+    msgpack_then_garbage_write = copy.first_messages_write(MSGPACK_THEN_GARBAGE_THREAD)
+    garbage_marker = marker.with_name("ran-before-garbage")
+    copy.set_write(
+        MSGPACK_THEN_GARBAGE_THREAD,
+        msgpack_then_garbage_write,
+        "msgpack",
+        os_system_then_garbage(f"touch {garbage_marker}"),
     )
     if copy.backend == "sqlite":
         (checkpoint_id,) = copy.execute(
@@ -186,7 +222,18 @@ def _plant(copy: Copy, marker: Path) -> Planted:
             "AND version = (SELECT min(version) FROM checkpoint_blobs WHERE thread_id = ? AND channel = '__start__')",
             (json.dumps(PROMPT).encode(), PROMPT_THREAD, PROMPT_THREAD),
         )
-    return Planted(copy, prompt_write, benign_write, chain_write, deep_json_write, checkpoint_id, marker)
+    return Planted(
+        copy,
+        prompt_write,
+        benign_write,
+        chain_write,
+        deep_json_write,
+        nested_lc_write,
+        json_then_garbage_write,
+        msgpack_then_garbage_write,
+        checkpoint_id,
+        marker,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +364,81 @@ def test_langgraphs_default_loader_runs_the_nested_command(
     assert not plant.marker.exists()
     JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(plant.copy.read_write(CHAIN_THREAD, plant.chain_write))
     assert plant.marker.exists()
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_json_whose_lc_is_an_object_cannot_be_judged(
+    backend: str, native: str, planted: Callable[[str], Planted], scanned: Callable[[str, str], list[dict[str, Any]]]
+) -> None:
+    """Before: no finding at all (the hook read a dict where LangGraph's reviver reads a Decimal equal to 1)."""
+    found = _of(scanned(backend, native), NESTED_LC_THREAD)
+    assert [(f["rule"], f["checkpoint_id"]) for f in found] == [("CK105", planted(backend).nested_lc_write[0])]
+    assert (
+        "whose 'lc' is itself a JSON object or array, which LangGraph's loader revives before reading it: "
+        in (found[0]["message"])
+    )
+    assert UNJUDGEABLE in found[0]["message"]
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_names_met_before_a_payload_fails_to_parse_are_still_reported(
+    backend: str, native: str, planted: Callable[[str], Planted], scanned: Callable[[str, str], list[dict[str, Any]]]
+) -> None:
+    """Before: CK104 alone for each, though LangGraph's loader builds the object before the parse fails."""
+    plant = planted(backend)
+    findings = scanned(backend, native)
+    for thread_id, write, broken, named in [
+        (
+            JSON_THEN_GARBAGE_THREAD,
+            plant.json_then_garbage_write,
+            "is not valid JSON",
+            "is json naming langchain.prompts.prompt.PromptTemplate",
+        ),
+        (MSGPACK_THEN_GARBAGE_THREAD, plant.msgpack_then_garbage_write, "is not decodable msgpack", "names os.system"),
+    ]:
+        found = sorted((f["rule"], f["checkpoint_id"], f["message"]) for f in _of(findings, thread_id))
+        assert [(rule, cid) for rule, cid, _ in found] == [("CK104", write[0]), ("CK105", write[0])], found
+        assert broken in found[0][2] and named in found[1][2], found
+    assert not plant.garbage_marker.exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_langgraph_builds_what_the_nested_and_broken_payloads_name(
+    backend: str, planted: Callable[[str], Planted], scanned: Callable[[str, str], list[dict[str, Any]]]
+) -> None:
+    """What makes them matter: the strict loader builds a PromptTemplate from the nested lc, and from the json
+    that then fails to parse; the default loader calls os.system before the msgpack fails."""
+    from langchain_core.prompts import PromptTemplate
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    plant = planted(backend)
+    for native in PATHS:
+        scanned(backend, native)  # both scans first: ckpt never runs it
+    assert not plant.garbage_marker.exists()
+    strict = JsonPlusSerializer(allowed_msgpack_modules=None)
+    (prompt,) = strict.loads_typed(plant.copy.read_write(NESTED_LC_THREAD, plant.nested_lc_write))
+    assert type(prompt) is PromptTemplate
+    # The objects the reviver returns, seen through the interpreter's profiling hook, up to the parse error.
+    built: list[type] = []
+
+    def returned(frame: Any, event: str, value: Any) -> None:
+        if event == "return" and type(value) is PromptTemplate:
+            built.append(type(value))
+
+    sys.setprofile(returned)
+    try:
+        with pytest.raises(json.JSONDecodeError):
+            strict.loads_typed(plant.copy.read_write(JSON_THEN_GARBAGE_THREAD, plant.json_then_garbage_write))
+    finally:
+        sys.setprofile(None)
+    assert built
+    with pytest.raises(ValueError):
+        JsonPlusSerializer(allowed_msgpack_modules=True).loads_typed(
+            plant.copy.read_write(MSGPACK_THEN_GARBAGE_THREAD, plant.msgpack_then_garbage_write)
+        )
+    assert plant.garbage_marker.exists()
 
 
 def test_the_trusted_lc_ids_are_the_ones_langchain_builds_as_strict_types() -> None:

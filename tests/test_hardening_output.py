@@ -9,6 +9,7 @@ import contextlib
 import csv
 import functools
 import io
+import json
 import os
 import re
 import shutil
@@ -376,6 +377,7 @@ def test_output_to_a_process_substitution_pipe(output_runs: dict[str, list[str]]
     """`-o >(cmd)` hands ckpt /dev/fd/N, the write end of a pipe: the report goes into the pipe."""
     for args in output_runs.values():
         read_end, write_end = os.pipe()
+        os.set_inheritable(write_end, True)  # as bash hands it over: open across the exec
         try:
             with _draining(read_end) as received:
                 result = run_ckpt(*args, "-o", f"/dev/fd/{write_end}")
@@ -423,3 +425,133 @@ def test_a_regular_file_is_still_replaced_whole(output_runs: dict[str, list[str]
         assert result.exit_code in (0, 1), result.stderr
         assert _comparable(args, report.read_text()) == _comparable(args, _expected(args))
         assert os.stat(report).st_ino != inode  # renamed into place, not written over
+
+
+# -- the step summary and every json report carry no markup, HTML or character a terminal acts on --------
+
+# The reviewer's directory: an image that fetches on view, a Markdown link and ESC (a '/' makes subdirectories).
+MARKUP_NAME = "x<img src=https://e.example/p.png>[c](https://e.example)\x1b[31m"
+# Characters the old hand-written list let through: Arabic letter mark, word joiner, a Unicode tag,
+# interlinear annotation, private use, and the C1 CSI, RLO, LRI and paragraph separator it did catch.
+INVISIBLE = "a\u061cb\u2060c\U000e0041d\ufff9e\ue000f\u009b31m\u202e\u2067\u2029g"
+INVISIBLE_SHOWN = "a\\u061cb\\u2060c\\U000e0041d\\ufff9e\\ue000f\\x9b31m\\u202e\\u2067\\u2029g"
+
+
+def test_printable_escapes_every_invisible_and_bidi_character() -> None:
+    from deerflow_ckpt.report.printable import json_dumps, printable
+
+    assert printable(INVISIBLE) == INVISIBLE_SHOWN
+    assert printable(INVISIBLE, keep_lines=True) == INVISIBLE_SHOWN
+    document = json_dumps({"name": INVISIBLE + "\udcff"})
+    assert document.isascii() and json.loads(document) == {"name": INVISIBLE + "\udcff"}
+    assert "\\udb40\\udc41" in document and "\\udcff" in document  # a tag as its pair, a byte as sarif writes it
+
+
+def test_the_step_summary_headline_is_neither_markup_nor_html(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    directory = tmp_path / MARKUP_NAME
+    directory.mkdir(parents=True)
+    database = directory / "deerflow.db"
+    shutil.copyfile(built_sqlite.path, database)
+    summary = tmp_path / "summary.md"
+    result = run_ckpt(
+        "verify-shape",
+        "--db",
+        str(database),
+        "--format",
+        "github",
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+        process=True,
+    )
+    assert result.exit_code == 1, result.stderr
+    written = summary.read_text()
+    # No tag, no link (a ']' before '(' only escaped), no ESC: the name shown as text.
+    assert "<img" not in written and not re.search(r"(?<!\\)\]\(", written) and "\x1b" not in written, written
+    assert "&lt;img src=https:/e.example/p.png&gt;\\[c\\](https:/e.example)\\x1b\\[31m" in written
+
+
+def test_every_json_report_escapes_invisible_characters(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """lint-config and migrate-config json on config files named with C1, bidi and invisible characters and a
+    byte that is not UTF-8, as real paths: the document is ASCII-safe, and parses back to the names."""
+    directory = tmp_path / INVISIBLE
+    directory.mkdir()
+    name = os.fsencode(directory / "c\u009b31m\u202e") + b"\xff.yaml"
+    with open(name, "w") as config:
+        config.write(LEGACY_CONFIG)
+    shown = os.fsdecode(name)
+    database = directory / "deerflow.db"
+    shutil.copyfile(built_sqlite.path, database)
+    runs = [
+        ["lint-config", shown, "--format", "json"],
+        ["migrate-config", "--check", shown, "--format", "json"],
+        ["verify-shape", "--db", str(database), "--format", "json"],
+        ["verify-shape", "--db", str(database), "--format", "sarif"],
+        ["inspect", "storage", "--db", str(database), "--format", "json"],
+    ]
+    for args in runs:
+        result = run_ckpt(*args, process=True)
+        assert result.exit_code in (0, 1), result.stderr
+        assert result.stdout.isascii(), [ch for ch in result.stdout if not ch.isascii()]
+        parsed = json.dumps(json.loads(result.stdout), ensure_ascii=False)
+        # Each names the file or the database, except sarif, whose results are about checkpoints.
+        assert "sarif" in args or (shown if "config" in args[0] else str(database)) in parsed
+
+
+# -- the retention script's "run it with" command names the planned database exactly --------------------
+
+
+def _shell_argument(command: str) -> bytes:
+    """The database argument bash makes of `sqlite3 WORD < plan.sql`, as bytes."""
+    word = command.removeprefix("sqlite3 ").rsplit(" < ", 1)[0]
+    return subprocess.run(["bash", "-c", f"printf '%s' {word}"], capture_output=True, check=True).stdout
+
+
+def test_the_run_it_with_command_names_the_database_exactly(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A Windows-style name (its backslashes were doubled) and one with ESC and a newline, as real paths."""
+    for name in ("C:\\deer\\flow's", "esc\x1b[31m\nnext"):
+        directory = tmp_path / name
+        directory.mkdir()
+        database = directory / "deerflow.db"
+        shutil.copyfile(built_sqlite.path, database)
+        script = run_ckpt("plan", "retention", "--keep-newest", "3", "--db", str(database), "--format", "sql")
+        text = run_ckpt("plan", "retention", "--keep-newest", "3", "--db", str(database))
+        assert script.exit_code == 0 == text.exit_code, script.stderr + text.stderr
+        assert "\x1b" not in script.stdout + text.stdout
+        run_with = next(line for line in script.stdout.splitlines() if "run it with" in line)
+        shown = run_with.split("the database's shell: ", 1)[1]
+        assert _shell_argument(shown) == os.fsencode(database)
+        # The text report's next step shows the same command.
+        assert f"run {shown}; then" in " ".join(text.stdout.split()) or shown in text.stdout
+
+
+# -- -o /dev/fd/N writes only to a descriptor ckpt was handed, and only into a stream --------------------
+
+
+def test_output_to_a_descriptor_ckpt_opened_itself_is_refused(output_runs: dict[str, list[str]]) -> None:
+    """fds 3 and 4 were multiprocessing's shared-memory arena (verify-shape's shares): the report went there
+    and was lost, exit 0. Every name of a descriptor not handed over is a one-line error, nothing written."""
+    for args in output_runs.values():
+        for name in ("/dev/fd/3", "/dev/fd/4", "/proc/self/fd/3", "/dev/fd/9"):
+            result = run_ckpt(*args, "-o", name, process=True)
+            assert result.exit_code == 2, result.output
+            errors = [line for line in result.stderr.splitlines() if "error" in line]
+            assert errors == [
+                f"ckpt: error: cannot write {name}: descriptor {name.rsplit('/', 1)[1]} was not handed "
+                "to ckpt when it started (-o /dev/fd/N writes only to one its caller opened, such as "
+                ">(cmd)'s)"
+            ], result.stderr
+            assert result.stdout == ""
+
+
+def test_an_inherited_descriptor_on_a_block_device_is_refused(
+    output_runs: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """What the descriptor is open on is judged by fstat after the open: a block device handed over as fd N
+    (opened read-only, so a regression fails rather than writes) is refused as a block device."""
+    disk = os.open(_device(tmp_path / "disk", stat.S_IFBLK), os.O_RDONLY)
+    os.set_inheritable(disk, True)
+    try:
+        for args in output_runs.values():
+            result = run_ckpt(*args, "-o", f"/dev/fd/{disk}")
+            assert result.exit_code == 2 and "is a block device" in result.stderr, result.output
+    finally:
+        os.close(disk)

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "deerflow_ckpt"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The bottom: the rule registry and the small shared pieces every layer uses.
     ("deerflow_ckpt", "deerflow_ckpt.rules", "deerflow_ckpt.errors", "deerflow_ckpt.exitcodes"),
-    ("deerflow_ckpt.redact", "deerflow_ckpt.fileio"),
+    ("deerflow_ckpt.redact", "deerflow_ckpt.fileio", "deerflow_ckpt.dsn", "deerflow_ckpt.locations"),
     ("deerflow_ckpt.config",),
     # The compiled judge is the store's fast path, configured from the store's type tables.
     ("deerflow_ckpt.store", "deerflow_ckpt.native"),

@@ -14,8 +14,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from deerflow_ckpt.commands.lint_config import LintReport, lint_files
 from deerflow_ckpt.config import messages
-from deerflow_ckpt.config.identity import DatabaseIdentity, parse_dsn, postgres_identity
+from deerflow_ckpt.config.identity import DatabaseIdentity, postgres_identity
 from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
+from deerflow_ckpt.dsn import parse_dsn
 from deerflow_ckpt.rules import RULES
 from tests.cli import CkptRun, run_ckpt
 

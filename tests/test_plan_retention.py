@@ -535,24 +535,6 @@ def test_regenerate_finds_the_same_turn_or_none(
     assert same > 10 and cut > 10
 
 
-# DeerFlow pins the Postgres saver below 3.2 (its lock file: 3.1.1), whose replay walk stops only at a snapshot's
-# inline marker: a plan must hold under that saver too, not only under the one the tests install.
-PINNED_SAVER = "langgraph-checkpoint-postgres==3.1.1"
-
-
-@pytest.fixture(scope="session")
-def pinned_saver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding DeerFlow's pinned Postgres saver, to put first on a probe's PYTHONPATH."""
-    cache = getattr(request.config, "cache", None)
-    place = Path(cache.mkdir("pinned-postgres-saver-3.1.1")) if cache else tmp_path_factory.mktemp("pinned")
-    if not (place / "langgraph" / "checkpoint" / "postgres" / "__init__.py").exists():
-        command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(place), PINNED_SAVER]
-        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-        if done.returncode != 0:
-            pytest.fail(f"cannot install {PINNED_SAVER}: {done.stderr.strip()[-500:]}")
-    return place
-
-
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.parametrize("policy", ["keep-newest-3", "heads-only"])

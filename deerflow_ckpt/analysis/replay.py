@@ -196,8 +196,9 @@ def _first_divergence(stored: tuple[StoredMessage, ...], fold: _Fold) -> str:
     return "no earlier stored list on this branch agreed"
 
 
-# Called with each checkpoint's id and the fold there (None where it could not be followed): for tests.
-Observer = Callable[[str, list[StoredMessage] | None], None]
+# Called with each checkpoint, parents before children, and the fold there (None where it could not be
+# followed): `ckpt convert` stores what it says. The list is the fold's own: read it before returning.
+Observer = Callable[[HistoryCheckpoint, list[StoredMessage] | None], None]
 
 
 def prove_lineage(history: LineageHistory, observe: Observer | None = None) -> ProofResult:
@@ -273,7 +274,7 @@ def _prove_branch(
         if checkpoint.stored is not None or checkpoint.unprovable is not None:
             fold = _check(checkpoint, fold, result, history)
         if observe is not None:
-            observe(checkpoint_id, None if fold is None else list(fold.messages))
+            observe(checkpoint, None if fold is None else fold.messages)
         below = children.get(checkpoint_id)
         if below is None:
             continue
@@ -285,7 +286,7 @@ def _prove_branch(
         after: _Fold | None = None
         applied = False
         for child in below:
-            takes = _takes_writes(checkpoint, child)
+            takes = takes_writes(checkpoint, child)
             if takes is None:
                 own = None  # the proof goes on from the list stored at the child
             elif takes:
@@ -298,7 +299,7 @@ def _prove_branch(
             stack.append((child, own))
 
 
-def _takes_writes(checkpoint: HistoryCheckpoint, child: HistoryCheckpoint) -> bool | None:
+def takes_writes(checkpoint: HistoryCheckpoint, child: HistoryCheckpoint) -> bool | None:
     """Whether `child` holds the writes stored under `checkpoint`, as LangGraph ran it; None: not known.
 
     A loop child is the superstep the writes belong to. An input child starts a new run and drops them. An

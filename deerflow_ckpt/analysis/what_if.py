@@ -70,7 +70,8 @@ class _Step:
     snapshot_step: bool
 
 
-def _steps(graph: LineageGraph) -> list[_Step]:
+def what_if_steps(graph: LineageGraph) -> list[_Step]:
+    """Each checkpoint of the lineage as the what-if replays it."""
     steps = []
     for record in graph.records:
         parent = record.parent_record
@@ -164,7 +165,7 @@ def what_if_cadences(requested: Iterable[int] | None, expected: int | None, infe
 
 def what_if(graph: LineageGraph, cadences: Iterable[int], epoch: Epoch | None = None) -> WhatIf:
     """Another K for the lineage, or from `epoch`'s first checkpoint on (the messages before it still count)."""
-    steps = _steps(graph)
+    steps = what_if_steps(graph)
     start = epoch.start if epoch is not None else 0
     rows = [delta_what_if(steps, cadence, graph.backend, start) for cadence in cadences]
     rows.append(full_what_if(steps, graph.backend, start))

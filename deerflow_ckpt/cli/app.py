@@ -17,6 +17,7 @@ from deerflow_ckpt.cli.console import message as console_message
 from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError, Interrupted
 from deerflow_ckpt.exitcodes import ExitCode, signalled
+from deerflow_ckpt.fileio import remember_inherited_descriptors
 from deerflow_ckpt.redact import redact
 
 if TYPE_CHECKING:
@@ -57,6 +58,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": (
         "deerflow_ckpt.cli.inspect",
         "Snapshot intervals, cadence, replay depth and what-if K, per thread or for the whole store.",
+    ),
+    "convert": (
+        "deerflow_ckpt.cli.convert",
+        "Copy a checkpoint store into full or delta mode, every read kept the same.",
     ),
     "plan": (
         "deerflow_ckpt.cli.plan",
@@ -223,6 +228,8 @@ def _global_options(
 
     Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
     """
+    # Before ckpt opens anything: -o /dev/fd/N may name only a descriptor its caller handed it.
+    remember_inherited_descriptors()
 
 
 def main() -> None:

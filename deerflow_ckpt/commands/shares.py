@@ -68,6 +68,7 @@ def _exit_with_parent() -> None:
     parent = multiprocessing.parent_process()
     if parent is not None:
         parent.join()  # returns when the parent's sentinel closes: it exited or was killed
+        # A worker of an orphaned pool, on a watcher thread: nobody reads its result, so it ends at once.
         os._exit(ExitCode.ERROR)
 
 

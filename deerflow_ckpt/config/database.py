@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deerflow_ckpt.config.fields import HISTORY_CACHE_SECTION
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -76,6 +77,8 @@ class DatabaseSettings:
     cadence_origin: str
     checkpointer: CheckpointerOverride | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # database.checkpoint_cache with `$VAR` values resolved (empty: not configured).
+    history_cache: Mapping[str, object] = field(default_factory=dict)
 
 
 def resolve_reference(value: object, environ: Mapping[str, str]) -> tuple[object, str | None]:
@@ -134,7 +137,14 @@ def read_database_settings(data: object, environ: Mapping[str, str]) -> Database
         cadence_origin=origin,
         checkpointer=checkpointer,
         notes=tuple(notes),
+        history_cache=_section(database.get(HISTORY_CACHE_SECTION), environ),
     )
+
+
+def _section(value: object, environ: Mapping[str, str]) -> dict[str, object]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): resolve_reference(item, environ)[0] for key, item in value.items()}
 
 
 def _sqlite_dir(value: object) -> str:

@@ -45,7 +45,7 @@ from deerflow_ckpt.config.values import (
     read_cadence,
     yaml12_disagreement,
 )
-from deerflow_ckpt.redact import DSN_KEYS, redact
+from deerflow_ckpt.redact import is_credential_path, redact
 from deerflow_ckpt.rules import RuleCode, Severity, rule
 
 # Keys that decide where checkpoints go, per section.
@@ -314,7 +314,8 @@ class _Linter:
             path, name = reference.path, reference.name
             subject = f"{dotted(path)} is ${name}: DeerFlow reads it from its environment when it loads the config"
             if not isinstance(reference.value, Unset):
-                shown = "set (the value is not shown)" if path[-1] in DSN_KEYS else repr(reference.value)
+                # A credential, or a piece of a DSN (a mapping postgres_url's password), is never shown.
+                shown = "set (the value is not shown)" if is_credential_path(path) else repr(reference.value)
                 self.add(
                     RuleCode.CK509,
                     self.source.line(*path),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow_ckpt.config.database import resolve_reference
+from deerflow_ckpt.redact import remember_credential
 
 
 @dataclass(frozen=True)
@@ -40,5 +41,7 @@ def resolve_tree(value: object, path: tuple[Any, ...], environ: Mapping[str, str
     if name is None:
         return value
     outcome = Unset(name) if resolved is None else resolved
+    if isinstance(outcome, str):
+        remember_credential(path, outcome)  # a password from the environment is masked like one written here
     found.append(Reference(path, name, outcome))
     return outcome

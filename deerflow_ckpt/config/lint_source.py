@@ -14,7 +14,7 @@ import yaml
 from deerflow_ckpt.config import yamlnodes
 from deerflow_ckpt.config.lint_env import Unset
 from deerflow_ckpt.config.values import SafeLoader, kind_of
-from deerflow_ckpt.redact import DSN_KEYS, redact
+from deerflow_ckpt.redact import is_credential_path, redact
 
 SHOWN_WIDTH = 60
 
@@ -78,13 +78,13 @@ class ConfigSource:
         if found is not None and isinstance(found[1], yaml.ScalarNode):
             start, end = yamlnodes.value_span(self.text, *found)
             written = " ".join(self.text[start:end].split()) or "(empty)"
-        elif path[-1] in DSN_KEYS and not isinstance(value, str):
+        elif is_credential_path(path) and not isinstance(value, str):
             written = f"(a {type(value).__name__}, not shown: it may hold a password)"
         elif isinstance(value, int) and value.bit_length() > 64:
             written = "(a very large integer)"  # repr() refuses past 4300 digits
         else:
             written = repr(value)
-        if written.startswith("$") and not isinstance(value, Unset) and path[-1] not in DSN_KEYS:
+        if written.startswith("$") and not isinstance(value, Unset) and not is_credential_path(path):
             written += f" (= {value!r})"
         # Masked before it is shortened: a cut before the '@' would hide the password from redact.
         written = redact(written)

@@ -6,58 +6,21 @@ Only paths and strings are worked out here; store/source.py opens the candidates
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
+from deerflow_ckpt.dsn import is_schema_name
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import resolved
+from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation, SqliteLocation
 
 SQLITE_FILE_NAME = "deerflow.db"
 # checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
 CHECKPOINTER_SQLITE_DEFAULT = "store.db"
 HOME_ENV = "DEER_FLOW_HOME"
-# SQLAlchemy-style schemes DeerFlow accepts in postgres_url: postgresql+asyncpg://, postgres+psycopg://
-_DRIVER_SCHEME = re.compile(r"^postgres(?:ql)?\+[A-Za-z0-9_]+://")
-_POSTGRES_URL = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9_]+)?://")
-_CONNINFO_KEY = re.compile(r"^\s*(host|hostaddr|dbname|user|port|service)\s*=")
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-@dataclass(frozen=True)
-class PostgresLocation:
-    dsn: str
-    schema: str
-    via: str
-
-
-@dataclass(frozen=True)
-class SqliteLocation:
-    """The files DeerFlow may be using, most likely first; the first that is a checkpoint database wins."""
-
-    candidates: list[Path]
-    via: str
-
-
-DatabaseLocation = PostgresLocation | SqliteLocation
-
-
-def normalize_dsn(dsn: str) -> str:
-    """Strip a SQLAlchemy `+driver` suffix, as DeerFlow's normalize_libpq_dsn does."""
-    return _DRIVER_SCHEME.sub("postgresql://", dsn, count=1)
-
-
-def is_postgres_dsn(value: str) -> bool:
-    return bool(_POSTGRES_URL.match(value) or _CONNINFO_KEY.match(value))
-
-
-def is_schema_name(schema: str) -> bool:
-    """A plain lowercase PostgreSQL identifier, the only schema names DeerFlow accepts."""
-    return bool(_SCHEMA_NAME.fullmatch(schema))
 
 
 def sqlite_file(sqlite_dir: str, process_dir: Path) -> Path:

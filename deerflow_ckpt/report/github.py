@@ -106,7 +106,9 @@ def findings_table(annotations: Sequence[Annotation]) -> list[str]:
 
 def step_summary(command: str, annotations: Sequence[Annotation], headline: str) -> str:
     """Markdown to append to $GITHUB_STEP_SUMMARY; ends with a blank line so summaries stay apart."""
-    lines = [f"### ckpt {one_line(command)}", "", one_line(headline), "", counts_line(annotations), ""]
+    # The headline names the database (a path, a DSN): escaped as a cell is, so none of it is markup or HTML.
+    lines = [f"### ckpt {markdown_cell(one_line(command))}", "", markdown_cell(one_line(headline)), ""]
+    lines += [counts_line(annotations), ""]
     if annotations:
         lines += [*rule_table(annotations), "", *findings_table(annotations), ""]
     return "\n".join(lines) + "\n"

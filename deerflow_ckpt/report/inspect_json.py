@@ -6,7 +6,6 @@ Histograms follow docs/architecture.md, "Reports": `count`, `sum`, `min`, `max` 
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -26,7 +25,7 @@ from deerflow_ckpt.analysis.store_summary import DatabaseSummary
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
 from deerflow_ckpt.analysis.what_if import WhatIf
-from deerflow_ckpt.report.printable import json_text
+from deerflow_ckpt.report.printable import json_dumps
 from deerflow_ckpt.report.shape_json import finding_to_dict
 from deerflow_ckpt.report.timeline_json import chart_to_dict, epoch_to_dict, timeline_to_dict
 
@@ -209,17 +208,17 @@ def _header(command: str, scope: InspectionScope) -> dict[str, Any]:
 
 
 def _dump(document: dict[str, Any]) -> str:
-    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return json_dumps(document) + "\n"
 
 
 def iter_threads_json(scope: InspectionScope, threads: Iterable[ThreadInspection]) -> Iterator[str]:
     """The document in pieces, one thread at a time; joined, it equals `json.dumps(..., indent=2)`."""
-    empty = json_text(json.dumps({**_header("inspect thread", scope), "threads": []}, indent=2, ensure_ascii=False))
+    empty = json_dumps({**_header("inspect thread", scope), "threads": []})
     before, after = empty.rsplit('"threads": []', 1)
     yield before + '"threads": ['
     count = 0
     for thread in threads:
-        body = json_text(json.dumps(thread_dict(thread), indent=2, ensure_ascii=False))
+        body = json_dumps(thread_dict(thread))
         yield ("," if count else "") + "\n" + textwrap.indent(body, "    ")
         count += 1
     yield ("\n  ]" if count else "]") + after + "\n"

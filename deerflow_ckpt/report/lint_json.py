@@ -4,7 +4,6 @@ the databases files share, and every finding. Passwords never appear: databases 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -13,6 +12,7 @@ from deerflow_ckpt.commands.lint_config import LintedFile, LintReport
 from deerflow_ckpt.config.identity import DatabaseIdentity
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.report.annotations import severity_counts
+from deerflow_ckpt.report.printable import json_dumps
 from deerflow_ckpt.rules import Severity, rule
 
 JSON_SCHEMA_VERSION = 1
@@ -74,4 +74,4 @@ def to_json(report: LintReport, fail_on: Severity, exit_code: int) -> str:
         "findings": [finding_to_dict(name, finding) for name, finding in findings],
         "exit_code": exit_code,
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_dumps(document) + "\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +10,7 @@ from deerflow_ckpt.config.migrate import Diagnostic, MigrationStatus
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.annotations import Annotation, FileSpot
 from deerflow_ckpt.report.diff import unified_diff
-from deerflow_ckpt.report.printable import printable
+from deerflow_ckpt.report.printable import json_dumps, printable
 from deerflow_ckpt.rules import Severity
 
 JSON_SCHEMA_VERSION = 1
@@ -102,4 +101,4 @@ def to_json(outcomes: Sequence[FileMigration], mode: WriteMode, exit_code: int, 
         "exit_code": exit_code,
         "files": files,
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_dumps(document) + "\n"

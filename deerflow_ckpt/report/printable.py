@@ -9,23 +9,61 @@ command in a CI log, and a CSV cell starting with `=` is a formula a spreadsheet
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import io
+import json
+import os
 import re
+import shlex
+import sys
+import unicodedata
 from collections.abc import Iterable, Sequence
 
-# C0 and C1 controls, DEL, and the format characters that reorder or hide text (bidi overrides and
-# isolates, zero-width joiners), lone surrogates (bytes that were not UTF-8, kept by surrogateescape, which
-# no terminal can be written), the backslash that starts our escapes, and '::' (workflow commands).
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]|::")
-# Where lines may stay lines (a workflow command's data escapes them itself, a table cell turns them
-# into <br>) and '::' is harmless.
-_UNSAFE_KEEPING_LINES = re.compile(
-    r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\\\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
-)
-# What JSON leaves raw in a string (ensure_ascii=False) that a terminal acts on or cannot be written: C1
-# controls, DEL, the invisible format characters, lone surrogates. json.dumps escapes C0 itself.
-_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+# The Unicode categories a terminal acts on or does not show: controls (C0, C1, DEL), format characters (bidi
+# overrides, marks and isolates, zero-width and invisible joiners, tags, interlinear annotation), lone
+# surrogates (bytes that were not UTF-8, kept by surrogateescape, which no terminal can be written), private
+# use, and the line and paragraph separators. Chosen by category, so a character the list forgot cannot slip by.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+# Kept as they are where lines may stay lines (a workflow command's data escapes them itself, a table cell
+# turns them into <br>; a JSON document's own newlines).
+_LINE_BREAKS = r"\n\r"
+
+
+@functools.cache
+def _unsafe_class() -> str:
+    """UNSAFE_CATEGORIES as the inside of a regex character class, from this Python's Unicode database (built
+    once, and only when some text is not plainly printable: it takes about a quarter of a second)."""
+    ranges: list[list[int]] = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code)) in UNSAFE_CATEGORIES:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "".join(rf"\U{low:08x}-\U{high:08x}" for low, high in ranges)
+
+
+@functools.cache
+def _unsafe(keep_lines: bool) -> re.Pattern[str]:
+    """Every unsafe character and the backslash that starts our escapes; '::' (a workflow command) too unless
+    lines are kept, where it cannot start one."""
+    if keep_lines:
+        return re.compile(rf"(?![{_LINE_BREAKS}])[\\{_unsafe_class()}]")
+    return re.compile(rf"[\\{_unsafe_class()}]|::")
+
+
+@functools.cache
+def _unsafe_character() -> re.Pattern[str]:
+    return re.compile(f"[{_unsafe_class()}]")
+
+
+@functools.cache
+def _unsafe_in_json() -> re.Pattern[str]:
+    """What json.dumps(ensure_ascii=False) leaves raw that is unsafe (it escapes C0 itself)."""
+    return re.compile(rf"(?![{_LINE_BREAKS}])[{_unsafe_class()}]")
+
+
 # surrogateescape keeps an undecodable byte b as U+DC00 + b.
 _ESCAPED_BYTES = range(0xDC80, 0xDD00)
 # Markdown that would change how a table cell reads: emphasis, code, links, cell breaks.
@@ -44,7 +82,9 @@ def _escape(match: re.Match[str]) -> str:
     code = ord(found)
     if code in _ESCAPED_BYTES:
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def printable(text: str, keep_lines: bool = False) -> str:
@@ -54,13 +94,44 @@ def printable(text: str, keep_lines: bool = False) -> str:
     """
     if text.isprintable() and "::" not in text and "\\" not in text:
         return text
-    return (_UNSAFE_KEEPING_LINES if keep_lines else _UNSAFE).sub(_escape, text)
+    return _unsafe(keep_lines).sub(_escape, text)
 
 
 def json_text(document: str) -> str:
     """A json.dumps(ensure_ascii=False) document with the characters a terminal acts on, or cannot be
     written, as JSON escapes (\\uXXXX): the same document to a parser, safe to print."""
-    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group(0)):04x}", document)
+    if document.replace("\n", " ").isprintable():
+        return document
+    return _unsafe_in_json().sub(_json_escape, document)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    # Beyond the BMP JSON spells a character as its UTF-16 surrogate pair.
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_dumps(document: object, indent: int | None = 2) -> str:
+    """The one way a report's json is written: json.dumps(ensure_ascii=False) through json_text."""
+    return json_text(json.dumps(document, indent=indent, ensure_ascii=False))
+
+
+def shell_word(text: str) -> str:
+    """`text` as one shell word that names exactly it and is safe to print: shlex.quote's, or where it holds an
+    unsafe character bash's $'...' with that character's bytes as \\xNN (a backslash only doubled there)."""
+    unsafe = _unsafe_character()
+    if not unsafe.search(text):
+        return shlex.quote(text)
+    spelled = []
+    for character in text:
+        if unsafe.match(character):
+            spelled.append("".join(f"\\x{byte:02x}" for byte in os.fsencode(character)))
+        else:
+            spelled.append(character.replace("\\", "\\\\").replace("'", "\\'"))
+    return "$'" + "".join(spelled) + "'"
 
 
 def markdown_cell(text: str) -> str:

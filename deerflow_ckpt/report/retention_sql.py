@@ -16,14 +16,13 @@ The script is written piece by piece, in one pass over the plan's lineages.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterator
 
 from deerflow_ckpt.analysis.retention import LineagePlan
 from deerflow_ckpt.analysis.storage import human_bytes
 from deerflow_ckpt.commands.plan_retention import RetentionPlan
 from deerflow_ckpt.redact import redact
-from deerflow_ckpt.report.printable import printable
+from deerflow_ckpt.report.printable import printable, shell_word
 from deerflow_ckpt.store.records import Backend
 from deerflow_ckpt.store.source import PostgresTarget
 from deerflow_ckpt.store.sqlite_text import stored_bytes
@@ -62,11 +61,12 @@ def _postgres_text(value: str) -> str:
 
 
 def shell_command(plan: RetentionPlan, script: str = "plan.sql") -> str:
-    """The command that runs the script on the planned database (a DSN's password masked)."""
+    """The command that runs the script on the planned database (a DSN's password masked), safe to print as
+    it is: each argument a shell word that names it exactly, its control characters escaped."""
     target = plan.target
     if isinstance(target, PostgresTarget):
-        return f"psql {shlex.quote(redact(target.conninfo))} -f {shlex.quote(script)}"
-    return f"sqlite3 {shlex.quote(str(target.path))} < {shlex.quote(script)}"
+        return f"psql {shell_word(redact(target.conninfo))} -f {shell_word(script)}"
+    return f"sqlite3 {shell_word(str(target.path))} < {shell_word(script)}"
 
 
 def _header(plan: RetentionPlan, script: str, batch: int | None) -> Iterator[str]:
@@ -84,19 +84,23 @@ def _header(plan: RetentionPlan, script: str, batch: int | None) -> Iterator[str
             if plan.full_mode_from
             else "the deployment's mode unknown: full-mode threads keep their whole chain; "
         )
-    lines = [
+    described = [
         f"ckpt plan retention {plan.policy.describe()}",
         f"database: {plan.database}, planned at {plan.planned_at}; {mode}".rstrip("; "),
         f"deletes {freed.checkpoints:,} checkpoints, {freed.writes:,} write rows{blobs} "
         f"({human_bytes(freed.total_bytes)} stored) in {plan.deleting:,} lineages, {shape}; "
         f"re-parents {plan.reparented:,} checkpoints",
+    ]
+    lines = [
+        # A path or a DSN may hold anything: one comment line, every control character escaped.
+        *(printable(line) for line in described),
+        # Safe as it is; printable() again would double a path's backslashes, naming another file.
         f"Review it, then run it with the database's shell: {shell_command(plan, script)}",
         "It deletes nothing of a transaction whose threads changed after the plan was made, and stops there; the",
         "freed pages go back to the disk only after a VACUUM (ckpt inspect storage says whether one is worth it).",
     ]
     for line in lines:
-        # A path or a DSN may hold anything: one comment line, every control character escaped.
-        yield "-- " + printable(line) + "\n"
+        yield "-- " + line + "\n"
 
 
 def _rows(lineage: LineagePlan, text: Callable[[str], str]) -> dict[str, list[str]]:

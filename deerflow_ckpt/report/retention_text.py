@@ -148,7 +148,7 @@ def _next_steps(plan: RetentionPlan, console: Console) -> None:
         Text(
             f"Next: ckpt plan retention {plan.policy.describe()} (and the same database options) --format sql -o "
             "plan.sql; review it; run "
-            f"{printable(shell_command(plan))}; then ckpt verify-shape (nothing the plan introduced) and a "
+            f"{shell_command(plan)}; then ckpt verify-shape (nothing the plan introduced) and a "
             "VACUUM to give the disk back."
         )
     )

@@ -6,7 +6,6 @@ The output is deterministic (no timestamps, no GUIDs) so reruns on the same inpu
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from pathlib import PurePath
@@ -14,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from deerflow_ckpt.report.annotations import Annotation, CheckpointSpot, FileSpot
-from deerflow_ckpt.report.printable import json_text
+from deerflow_ckpt.report.printable import json_dumps
 from deerflow_ckpt.rules import RULES, Rule, RuleCode, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -126,4 +125,4 @@ def to_sarif(annotations: Sequence[Annotation], *, command: str, exit_code: int,
         "properties": {"command": command},
     }
     document = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
-    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return json_dumps(document) + "\n"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from deerflow_ckpt.analysis.shape import Finding, ThreadKind
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.annotations import severity_counts
-from deerflow_ckpt.report.printable import json_text
+from deerflow_ckpt.report.printable import json_dumps
 from deerflow_ckpt.report.timeline_json import timeline_to_dict
 from deerflow_ckpt.rules import Severity, rule
 from deerflow_ckpt.store.clock import format_time, write_time_ns
@@ -94,4 +93,4 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
         "findings": [finding_to_dict(finding) for finding in report.findings],
         "exit_code": exit_code,
     }
-    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return json_dumps(document) + "\n"

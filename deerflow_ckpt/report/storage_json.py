@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from deerflow_ckpt.analysis.storage import Growth, Rate, autocheckpoint_bytes
 from deerflow_ckpt.commands.inspect_storage import StorageInspection
-from deerflow_ckpt.report.printable import csv_text, json_text
+from deerflow_ckpt.report.printable import csv_text, json_dumps
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.storage import ChannelBytes, SqliteFiles
 
@@ -106,7 +105,7 @@ def storage_to_json(inspection: StorageInspection) -> str:
         "advice": [dataclasses.asdict(advice) for advice in inspection.advice],
         "notes": facts.notes,
     }
-    return json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return json_dumps(document) + "\n"
 
 
 def _rows(series: str, thread_id: str, growth: Growth) -> Iterator[tuple[Any, ...]]:

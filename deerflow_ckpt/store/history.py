@@ -9,7 +9,7 @@ rows, each parsed by store.messages without building a message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from deerflow_ckpt import native
@@ -409,7 +409,7 @@ class PostgresHistoryReader:
     def __init__(self, target: PostgresTarget) -> None:
         self.target = target
 
-    def histories(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageHistory]:
+    def histories(self, selection: ThreadSelection = ALL_THREADS) -> Generator[LineageHistory, None, None]:
         import psycopg
         from psycopg import sql
 

@@ -6,7 +6,10 @@ msgpack only): `{"lc": 1, "type": "constructor", "id": [...], "kwargs": {...}}` 
 Reviver (any class of its "core" mappings: prompts, documents, messages...), and `{"lc": 2, ...}` through its
 own, for a type on the strict list (or any type allowed_json_modules admits). Here the same `json.loads`
 runs with a hook that records what each such object names and leaves it the plain dict it is, so the
-judge reads exactly the objects the loader would see, bottom-up, duplicate keys and all.
+judge reads exactly the objects the loader would see, bottom-up, duplicate keys and all. One thing differs:
+the loader has already rebuilt the inner objects when it reads an outer one's "lc", "type" and "id", so one
+of those that is itself an object (or an id holding one) may compare equal to anything; such an object cannot
+be judged.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ LC_SAFE_IDS = frozenset(
         ("langchain", "schema", "document", "Document"),
     }
 )
+# JSON values the loader may have rebuilt into objects by the time it reads them (scalars it never touches).
+_CONTAINERS = (dict, list)
 # A name from the database is shown at most this long in a finding.
 _SHOWN_NAME = 120
 
@@ -63,22 +68,25 @@ def _trusted(version: int, identifier: Any) -> bool:
 class JsonJudge:
     """Reads one json payload as LangGraph's loader does and names the LangChain objects it would revive.
 
-    After `decode`, `untrusted` lists (lc version, shown id) of each object LangGraph would construct from a
-    type outside the strict list, and `refused` the ids of `not_implemented` objects, on which langchain_core's
-    Reviver raises (so the read fails).
+    After `decode` (also when it raised: the loader builds what it met before the error), `untrusted` lists
+    (lc version, shown id) of each object LangGraph would construct from a type outside the strict list,
+    `refused` the ids of `not_implemented` objects, on which langchain_core's Reviver raises (so the read
+    fails), and `unjudged` the keys of objects whose "lc", "type" or "id" the loader would have rebuilt first.
     """
 
-    __slots__ = ("refused", "untrusted")
+    __slots__ = ("refused", "unjudged", "untrusted")
 
     def __init__(self) -> None:
         self.untrusted: list[tuple[int, str]] = []
         self.refused: list[str] = []
+        self.unjudged: list[str] = []
 
     def decode(self, data: bytes | str) -> Any:
         """The payload as plain JSON values; UnjudgeableError past the decoder's depth, UndecodableError
         for text that is not JSON."""
         self.untrusted = []
         self.refused = []
+        self.unjudged = []
         try:
             return json.loads(data, object_hook=self._hook)
         except RecursionError:
@@ -90,9 +98,23 @@ class JsonJudge:
     def _hook(self, value: dict[str, Any]) -> dict[str, Any]:
         # The loaders' own tests, with Python's equality (so `"lc": true` is lc 1 and `"lc": 2.0` is lc 2).
         version = value.get("lc")
-        if value.get("id") is None or (version != 1 and version != 2):
+        if type(version) in _CONTAINERS:
+            self.unjudged.append("lc")  # revived first, it may equal 1 or 2
             return value
+        if version != 1 and version != 2:
+            return value
+        identifier = value.get("id")
         kind = value.get("type")
+        if type(kind) in _CONTAINERS:
+            self.unjudged.append("type")
+            return value
+        if type(identifier) is dict or (
+            type(identifier) is list and any(type(part) in _CONTAINERS for part in identifier)
+        ):
+            self.unjudged.append("id")
+            return value
+        if identifier is None:
+            return value
         if kind == "constructor":
             number = 1 if version == 1 else 2
             if not _trusted(number, value["id"]):

@@ -84,8 +84,9 @@ def _json_value(data: str | bytes) -> Any:
         return None
 
 
-def connect(target: PostgresTarget) -> Any:
-    """A read-only connection whose every wait on the server ends after --network-timeout (store/deadline.py)."""
+def connect(target: PostgresTarget, writable: bool = False) -> Any:
+    """A connection whose every wait on the server ends after --network-timeout (store/deadline.py); its
+    transactions are read-only, except `writable` ones for `ckpt convert`'s own copy."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types.json import set_json_loads
@@ -97,7 +98,7 @@ def connect(target: PostgresTarget) -> Any:
     # server ends our session if it sits idle in its transaction past the network timeout (the client is
     # gone), and gives up on a lock after lock_timeout. statement_timeout stays the role's unless asked.
     settings = [
-        "default_transaction_read_only=on",
+        f"default_transaction_read_only={'off' if writable else 'on'}",
         "jit=off",
         f"lock_timeout={int(timeouts.lock * 1000)}",
         f"idle_in_transaction_session_timeout={int((timeouts.network + 30) * 1000)}",
@@ -121,7 +122,7 @@ def connect(target: PostgresTarget) -> Any:
     connection.network_timeout = timeouts.network
     connection.description = target.describe()
     # Belt and braces over the session default: every transaction begins READ ONLY.
-    connection.read_only = True
+    connection.read_only = not writable
     set_json_loads(_json_value, connection)
     return connection
 

@@ -9,15 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from deerflow_ckpt.config.identity import DsnError, libpq_parameters
-from deerflow_ckpt.config.location import (
-    DatabaseLocation,
-    PostgresLocation,
-    is_postgres_dsn,
-    is_schema_name,
-    normalize_dsn,
-)
+from deerflow_ckpt.dsn import DsnError, is_postgres_dsn, is_schema_name, libpq_parameters, normalize_dsn
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation
 from deerflow_ckpt.redact import redact, remember_dsn
 
 # How store/sqlite.py says a file opened but holds no checkpoint tables.

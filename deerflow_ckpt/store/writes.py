@@ -44,25 +44,24 @@ def check_typed_bytes(
     bytes, bytearray, null and empty left as the inert bytes they are, any other type unreadable."""
     if kind == "msgpack" and data is not None:
         decoder = decoder or InertDecoder()
+        value = None
         try:
             value = decoder.decode(data)
         except UnjudgeableError as exc:
             problems.append(
                 Problem(RuleCode.CK105, f"{where} holds {exc}: {UNJUDGEABLE} (LangGraph's loader follows them)")
             )
-            return None
         except UndecodableError as exc:
             problems.append(Problem(RuleCode.CK104, f"{where} is not decodable msgpack ({exc})"))
-            return None
-        if decoder.untrusted:
-            for named in decoder.untrusted_types():
-                problems.append(
-                    Problem(
-                        RuleCode.CK105,
-                        f"{where} names {named.describe()}, which LangGraph's default loader would import and call "
-                        "(its strict mode allows only its safe types)",
-                    )
+        # Also when decoding failed: LangGraph's loader calls each ext hook it meets before the error.
+        for named in decoder.untrusted_types():
+            problems.append(
+                Problem(
+                    RuleCode.CK105,
+                    f"{where} names {named.describe()}, which LangGraph's default loader would import and call "
+                    "(its strict mode allows only its safe types)",
                 )
+            )
         return value
     if kind == "pickle":
         problems.append(Problem(RuleCode.CK105, f"{where} is serialized with pickle (loading it runs arbitrary code)"))
@@ -79,14 +78,22 @@ def check_typed_bytes(
 def _check_json(data: bytes, where: str, problems: list[Problem]) -> Any:
     """A json-typed value: the LangChain objects LangGraph's loader revives from it, judged like msgpack types."""
     judge = JsonJudge()
+    value = None
     try:
         value = judge.decode(data)
     except UnjudgeableError as exc:
         problems.append(Problem(RuleCode.CK105, f"{where} is {exc}: {UNJUDGEABLE}"))
-        return None
     except UndecodableError as exc:
         problems.append(Problem(RuleCode.CK104, f"{where} is not valid JSON ({exc})"))
-        return None
+    # Also when decoding failed: LangGraph's reviver builds each object it meets before the error.
+    for key in sorted(set(judge.unjudged)):
+        problems.append(
+            Problem(
+                RuleCode.CK105,
+                f"{where} is json holding an object whose {key!r} is itself a JSON object or array, which LangGraph's "
+                f"loader revives before reading it: {UNJUDGEABLE}",
+            )
+        )
     for version, name in judge.untrusted_names():
         if version == 1:
             how = "which LangGraph's loader revives and calls even in strict mode (it guards msgpack only)"
