@@ -109,7 +109,10 @@ def _prove_random_history(path: Path, cadence: int, turns: int, mode: str, paral
 
     (history,) = list(open_history(target_from_argument(str(path))).histories())
     folds: dict[str, list[StoredMessage] | None] = {}
-    result = prove_lineage(history, folds.__setitem__)
+    result = prove_lineage(
+        history,
+        lambda checkpoint, fold: folds.__setitem__(checkpoint.checkpoint_id, None if fold is None else list(fold)),
+    )
     assert result.findings == [] and result.unprovable == []
     assert result.proved == sum(1 for c in history.checkpoints if c.stored is not None)
     fold = folds[head.config["configurable"]["checkpoint_id"]]
