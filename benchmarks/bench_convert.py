@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,8 @@ def main() -> None:
     _measure(deep)  # warm the page cache
     for _ in range(args.repeat):
         timings["verify-shape --deep"].append(_measure(deep))
-        output.unlink(missing_ok=True)
+        for leftover in scratch.iterdir():
+            leftover.unlink()
         timings["convert"].append(_measure(convert))
     for name, runs in timings.items():
         walls = [wall for wall, _ in runs]
@@ -77,8 +79,7 @@ def main() -> None:
     )
     print(f"convert / verify-shape --deep (--jobs {args.jobs}): {ratio:.2f}x")
     print(f"size: {os.path.getsize(source):,} -> {os.path.getsize(output):,} bytes")
-    output.unlink(missing_ok=True)
-    scratch.rmdir()
+    shutil.rmtree(scratch)
 
 
 if __name__ == "__main__":

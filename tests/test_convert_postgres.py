@@ -383,3 +383,46 @@ def test_a_long_server_side_copy_outlives_a_short_network_timeout(pg_database: s
         assert report.converted and time.monotonic() - started > row[0] * 0.3
     finally:
         _drop(pg_database, schema)
+
+
+def _pg_findings(dsn: str, schema: str) -> set[tuple[str, str, str | None]]:
+    from deerflow_ckpt.analysis.shape import ShapeSettings
+    from deerflow_ckpt.commands.verify_shape import ScanRequest, scan
+
+    choice = DatabaseChoice(postgres_target(dsn, schema), "test")
+    report = scan(ScanRequest(choice, ShapeSettings(deep=True), "test"))
+    return {(str(f.rule), f.thread_id or "", f.checkpoint_id) for f in report.findings if f.severity.rank >= 1}
+
+
+def test_verify_shape_deep_finds_nothing_new_on_postgres(pg_converted: dict[str, Any]) -> None:
+    """verify-shape --deep on each converted schema: nothing the source did not have, warnings included."""
+    before = _pg_findings(pg_converted["dsn"], "")
+    assert before, "the fixture's faults are findings"
+    for mode, schema in pg_converted["schemas"].items():
+        after = _pg_findings(pg_converted["dsn"], schema)
+        assert after <= before, (mode, after - before)
+
+
+@pytest.mark.usefixtures("strict_msgpack")
+def test_every_thread_continues_the_same_on_postgres(pg_database: str) -> None:
+    """One more turn on the source (in its writer's mode) and on the converted schema (in the target mode) leaves
+    the same state, on a database of its own (turns write)."""
+    manifest = build_postgres(pg_database, scenarios=["clean-delta", "clean-full", "migration", "fork", "remove"])
+    schema = f"cv_more_{uuid.uuid4().hex[:8]}"
+    report = _convert(pg_database, schema, TargetMode.DELTA, 3)
+    source, target = _Reader((pg_database, None), manifest), _Reader((pg_database, schema), manifest)
+    continued = 0
+    try:
+        for thread in _readable(manifest, report):
+            config = run_config(thread.thread_id, thread.writers[-1].mode)
+            if source.graph(thread, None, None).get_state(config).next:
+                continue
+            turn = {"messages": [HumanMessage(content="one more turn", id="h-one-more")]}
+            was = source.graph(thread, None, None).invoke(turn, config)
+            now = target.graph(thread, "delta", 3).invoke(turn, run_config(thread.thread_id, "delta"))
+            assert now == was, thread.thread_id
+            continued += 1
+    finally:
+        source.close()
+        target.close()
+    assert continued >= 8

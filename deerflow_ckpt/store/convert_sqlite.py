@@ -148,6 +148,10 @@ class SqliteRowWriter:
         self.path = copy
         self._connection = sqlite3.connect(copy, isolation_level=None)
         self._connection.execute("PRAGMA synchronous = OFF")
+        # The readers keep their snapshot of the copy until the end, so the WAL cannot be folded in meanwhile:
+        # trying every 1000 pages only costs. Pages the rewrite touches are kept in memory (64 MiB at most).
+        self._connection.execute("PRAGMA wal_autocheckpoint = 0")
+        self._connection.execute("PRAGMA cache_size = -65536")
         self._open = 0
 
     def execute(self, query: str, parameters: tuple[Any, ...]) -> sqlite3.Cursor:
