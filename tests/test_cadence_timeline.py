@@ -105,6 +105,7 @@ def cli_json(*args: str) -> tuple[int, dict[str, object]]:
 # -- the three timelines ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clean_switch_is_history_reported_once(built_timelines: Builder, backend: str) -> None:
     built = built_timelines(backend, "clean-switch")
     moment = switch_time(built.manifest)
@@ -136,6 +137,7 @@ def test_clean_switch_exits_0_with_the_cadence_from_a_config(
     assert document["timeline"]["in_force"]["cadence"] == f"K={NEW_K}"  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_concurrent_writers_flag_exactly_the_threads_old_k_wrote_after_the_switch(
     built_timelines: Builder, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,6 +169,7 @@ def test_concurrent_writers_without_an_expected_cadence(built_timelines: Builder
     assert f"K={NEW_K}" in database.message
 
 
+@pytest.mark.slow
 def test_rolling_switch_warns_once_naming_the_window_and_its_threads(built_timelines: Builder, backend: str) -> None:
     built = built_timelines(backend, "rolling-switch")
     moment = switch_time(built.manifest)
@@ -188,6 +191,7 @@ def test_parallel_scan_judges_the_same(built_timelines: Builder, backend: str) -
         assert sorted(map(repr, parallel.findings)) == sorted(map(repr, single.findings)), scenario
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
 def test_parallel_scan_runs_under_every_start_method(built_timelines: Builder, backend: str, start_method: str) -> None:
     # macOS and Windows have no fork by default: the workers get everything they need by pickling.

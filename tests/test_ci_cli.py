@@ -39,6 +39,7 @@ def json_findings(built: BuiltDatabase, thread: str) -> list[dict[str, Any]]:
 # -- verify-shape ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_github_format_annotates_every_finding_at_run_level(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n", encoding="utf-8")

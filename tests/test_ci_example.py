@@ -86,6 +86,7 @@ def test_every_ckpt_step_runs(project: tuple[Path, Path], tmp_path: Path) -> Non
         assert f"### ckpt {command}" in written
 
 
+@pytest.mark.slow
 def test_the_uploaded_sarif_is_the_one_written(project: tuple[Path, Path], tmp_path: Path) -> None:
     directory, database = project
     (sarif_step,) = [step for step in ckpt_steps() if "--format sarif" in step["run"]]

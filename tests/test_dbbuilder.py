@@ -157,6 +157,7 @@ def write_row(db: BuiltDatabase, tid: str, cid: str) -> tuple[str, bytes]:
 # -- the manifest --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_manifest_round_trips_through_json(built: BuiltDatabase, tmp_path: Path) -> None:
     m = built.manifest
     assert Manifest.from_json(m.to_json()) == m

@@ -129,6 +129,7 @@ def _as_compared(messages: list[StoredMessage]) -> list[tuple[Any, ...]]:
     return [(message.id, message.kind, message_fields(message.payload)["content"]) for message in messages]
 
 
+@pytest.mark.slow
 def test_the_real_saver_reads_what_the_fold_says(built: BuiltDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
     """The oracle: LangGraph's read (strict msgpack) at the head and at sampled checkpoints equals the fold;
     at a CK106 snapshot it reads the stored list, which the fold shows to be wrong."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +87,7 @@ EVIDENCE = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(EVIDENCE)
 def test_the_cut_is_consistent_and_maximal(evidence: list[tuple[int | None, int | None]]) -> None:
@@ -104,6 +106,7 @@ def test_the_cut_is_consistent_and_maximal(evidence: list[tuple[int | None, int 
             assert max(later_lows) > min(later_highs)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(EVIDENCE, st.integers(0, 42), st.integers(0, 42))
 def test_fronts_answer_as_a_brute_force_reading(

@@ -144,6 +144,7 @@ def _no_raw_controls(text: str) -> None:
     assert not any(line.lstrip().startswith("::warning title=pwned") for line in text.splitlines())
 
 
+@pytest.mark.slow
 def test_identifiers_cannot_drive_a_terminal_or_a_ci_log(
     built_sqlite: BuiltDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,6 +231,7 @@ def test_malformed_dsns_never_print_their_password(tmp_path: Path) -> None:
             assert not _leaks(result.stdout + result.stderr), (dsn, extra, result.stderr)
 
 
+@pytest.mark.slow
 def test_the_ssl_key_passphrase_is_masked_too() -> None:
     # A fresh process: a secret masked once is remembered, which would hide a pattern that misses it.
     for dsn in ("postgresql://u@127.0.0.1:1/db?sslpassword=Pass9phrase&sslmode=disable",
@@ -499,6 +501,7 @@ def _odd_keys_copy(built_sqlite: BuiltDatabase, tmp_path: Path, loose_schema: bo
     return database
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loose_schema", [False, True], ids=["savers-schema", "loose-schema"])
 def test_odd_keys_are_shown_typed_in_every_format(
     built_sqlite: BuiltDatabase, tmp_path: Path, loose_schema: bool

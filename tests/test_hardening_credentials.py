@@ -82,6 +82,7 @@ MAPPING_CONFIGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", sorted(MAPPING_CONFIGS))
 def test_a_mapping_postgres_url_is_refused_by_name_and_never_printed(tmp_path: Path, layout: str) -> None:
     text = MAPPING_CONFIGS[layout]
@@ -102,6 +103,7 @@ def test_a_mapping_postgres_url_is_refused_by_name_and_never_printed(tmp_path: P
             assert_hidden(MAPPING_PASSWORD, lint, text)
 
 
+@pytest.mark.slow
 def test_a_mapping_postgres_url_in_a_fresh_process(tmp_path: Path) -> None:
     text = MAPPING_CONFIGS["database"]
     config = write(tmp_path / "config.yaml", text)
@@ -125,6 +127,7 @@ SPELT_DSNS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("dsn", "password"), SPELT_DSNS)
 def test_a_dsn_however_spelt_never_shows_its_password(tmp_path: Path, dsn: str, password: str) -> None:
     config_text = f"database:\n  backend: postgres\n  postgres_url: {json.dumps(dsn)}\n"
@@ -142,6 +145,7 @@ def test_a_dsn_however_spelt_never_shows_its_password(tmp_path: Path, dsn: str, 
         assert_hidden(password, lint, config_text)
 
 
+@pytest.mark.slow
 def test_an_unencoded_at_is_refused_before_libpq_reads_it(tmp_path: Path) -> None:
     """libpq would take 'x9z@127.0.0.1' for the host and say so: ckpt says what is wrong instead."""
     for dsn, _ in SPELT_DSNS[:3]:
@@ -218,6 +222,7 @@ BOUND_S = 20.0
     ],
     ids=["letters", "schemes", "userinfo", "quoted", "keys", "spaces", "paths"],
 )
+@pytest.mark.slow
 def test_masking_a_two_megabyte_message_is_quick(text: str) -> None:
     started = time.monotonic()
     redact(text)
@@ -233,6 +238,7 @@ BIG_VALUES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BIG_VALUES))
 def test_lint_config_reads_a_two_megabyte_token_quickly(tmp_path: Path, case: str) -> None:
     config = write(tmp_path / "config.yaml", f"database:\n  checkpoint_channel_mode: delta\n{BIG_VALUES[case]}")
@@ -336,6 +342,7 @@ ENV_PASSWORD_CONFIGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", sorted(ENV_PASSWORD_CONFIGS))
 def test_lint_config_never_shows_a_password_read_from_a_variable(tmp_path: Path, layout: str) -> None:
     text = ENV_PASSWORD_CONFIGS[layout]

@@ -272,6 +272,7 @@ def _of(
     return [f for f in findings if f["thread_id"] == thread_id and f["rule"] in rules]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("native", ["1", "0"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_json_payloads_naming_a_langchain_constructor_are_unsafe(
@@ -319,6 +320,7 @@ def test_langgraph_revives_the_planted_json_in_strict_mode(backend: str, planted
     assert type(revived) is PromptTemplate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("native", ["1", "0"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_json_payload_langgraph_revives_safely_stays_clean(
@@ -565,6 +567,7 @@ def test_a_large_value_the_proof_reads_is_held_a_few_times(copies: Callable[[str
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])]
 )
+@pytest.mark.slow
 def test_a_message_found_in_place_is_proved_as_before(backend: str, copies: Callable[[str], Copy]) -> None:
     """A message longer than the cache copies to look up (1 MiB), in its write and every list after it, and
     past the lineage's budget of stored bytes (32 MiB), so lists are read message by message: the proof finds

@@ -115,6 +115,7 @@ def _shown(value: str) -> str:
     return "'" + shown if shown.startswith((*FORMULA_STARTS, "'")) else shown
 
 
+@pytest.mark.slow
 def test_csv_thread_ids_are_neither_formulas_nor_controls(hostile_ids_db: str) -> None:
     thread = run_ckpt("inspect", "thread", "--all", "--db", hostile_ids_db, "--format", "csv")
     assert thread.exit_code == 0, thread.stderr
@@ -179,6 +180,7 @@ def test_the_hostile_config_is_one_the_hooks_pass() -> None:
         assert re.search(hook["files"], f"{HOSTILE_NAME}/config.yaml"), hook["id"]
 
 
+@pytest.mark.slow
 def test_verify_shape_in_a_hostile_directory_injects_no_workflow_command(
     hostile_directory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +200,7 @@ def test_verify_shape_in_a_hostile_directory_injects_no_workflow_command(
         _no_injected_line(failed.stdout + failed.stderr)
 
 
+@pytest.mark.slow
 def test_config_commands_on_a_hostile_name_inject_no_workflow_command(hostile_directory: Path) -> None:
     configs = [str(hostile_directory / "config.yaml"), str(hostile_directory / HOSTILE_CONFIG)]
     runs = [
@@ -225,6 +228,7 @@ def test_config_commands_on_a_hostile_name_inject_no_workflow_command(hostile_di
     assert f"migrated {hostile_directory.parent}/{SHOWN_NAME}/config.yaml" in migrated.stderr
 
 
+@pytest.mark.slow
 def test_inspect_and_plan_in_a_hostile_directory_inject_no_workflow_command(hostile_directory: Path) -> None:
     config = str(hostile_directory / "config.yaml")
     runs = [
@@ -294,6 +298,7 @@ def _comparable(args: list[str], text: str) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_output_to_a_fifo_feeds_its_reader(output_runs: dict[str, list[str]], tmp_path: Path) -> None:
     for args in output_runs.values():
         fifo, copy = tmp_path / "report.fifo", tmp_path / "read.out"
@@ -348,6 +353,7 @@ def test_output_to_a_block_device_is_refused(output_runs: dict[str, list[str]], 
         assert os.stat(disk) == before
 
 
+@pytest.mark.slow
 def test_output_to_dev_stdout_writes_into_the_pipe(output_runs: dict[str, list[str]]) -> None:
     for args in output_runs.values():
         result = run_ckpt(*args, "-o", "/dev/stdout", process=True)  # stdout is the pipe subprocess reads
@@ -449,6 +455,7 @@ def test_printable_escapes_every_invisible_and_bidi_character() -> None:
     assert "\\udb40\\udc41" in document and "\\udcff" in document  # a tag as its pair, a byte as sarif writes it
 
 
+@pytest.mark.slow
 def test_the_step_summary_headline_is_neither_markup_nor_html(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     directory = tmp_path / MARKUP_NAME
     directory.mkdir(parents=True)
@@ -471,6 +478,7 @@ def test_the_step_summary_headline_is_neither_markup_nor_html(built_sqlite: Buil
     assert "&lt;img src=https:/e.example/p.png&gt;\\[c\\](https:/e.example)\\x1b\\[31m" in written
 
 
+@pytest.mark.slow
 def test_every_json_report_escapes_invisible_characters(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     """lint-config and migrate-config json on config files named with C1, bidi and invisible characters and a
     byte that is not UTF-8, as real paths: the document is ASCII-safe, and parses back to the names."""
@@ -507,6 +515,7 @@ def _shell_argument(command: str) -> bytes:
     return subprocess.run(["bash", "-c", f"printf '%s' {word}"], capture_output=True, check=True).stdout
 
 
+@pytest.mark.slow
 def test_the_run_it_with_command_names_the_database_exactly(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     """A Windows-style name (its backslashes were doubled) and one with ESC and a newline, as real paths."""
     for name in ("C:\\deer\\flow's", "esc\x1b[31m\nnext"):
@@ -528,6 +537,7 @@ def test_the_run_it_with_command_names_the_database_exactly(built_sqlite: BuiltD
 # -- -o /dev/fd/N writes only to a descriptor ckpt was handed, and only into a stream --------------------
 
 
+@pytest.mark.slow
 def test_output_to_a_descriptor_ckpt_opened_itself_is_refused(output_runs: dict[str, list[str]]) -> None:
     """fds 3 and 4 were multiprocessing's shared-memory arena (verify-shape's shares): the report went there
     and was lost, exit 0. Every name of a descriptor not handed over is a one-line error, nothing written."""

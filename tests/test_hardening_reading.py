@@ -97,6 +97,7 @@ _PIECES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(pieces=st.lists(st.one_of(_PIECES, st.binary(max_size=8)), max_size=30), msgpack=st.booleans())
 def test_the_peek_finds_what_the_quadratic_peek_found(pieces: list[bytes], msgpack: bool) -> None:
@@ -192,6 +193,7 @@ def _run(native: str | None, *args: str) -> CkptRun:
     return run_ckpt(*args, env={"CKPT_NATIVE": native, **STRICT}, process=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_verify_shape_judges_every_thread_beside_ids_that_are_not_utf8(not_utf8_db: Path) -> None:
     reports = {}
     for path, native in PATHS.items():
@@ -212,6 +214,7 @@ def test_verify_shape_judges_every_thread_beside_ids_that_are_not_utf8(not_utf8_
     assert reports["compiled"] == reports["python"]
 
 
+@pytest.mark.slow
 def test_inspect_reads_and_names_ids_that_are_not_utf8(not_utf8_db: Path) -> None:
     db = ("--db", str(not_utf8_db))
     for native in PATHS.values():
@@ -243,6 +246,7 @@ OTHER_KEYS = [
 ]
 
 
+@pytest.mark.slow
 def test_plan_retention_deletes_exactly_the_planned_rows_of_ids_that_are_not_utf8(
     not_utf8_db: Path, tmp_path: Path
 ) -> None:
@@ -353,6 +357,7 @@ def test_both_readers_select_keys_that_are_not_utf8_exactly(not_utf8_db: Path) -
         assert list(dict.fromkeys(history.thread_id for history in histories)) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_name_that_is_not_utf8_names_no_postgres_thread(pg_database: str) -> None:
     """Postgres text is always UTF-8: such a name (argv's raw bytes) is no thread there, not an internal error."""

@@ -80,6 +80,7 @@ def test_migrate_config_loads_only_its_own_command() -> None:
     assert "deerflow_ckpt.cli.database_options" not in ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["deerflow_style", "both_differ_1000_vs_10", "refuse_yes"])
 def test_migrate_config_check_imports_nothing_heavy(case: str) -> None:
     report = probe("migrate-config", "--check", str(CORPUS / case / "input.yaml"))
@@ -105,6 +106,7 @@ LINT = Path(__file__).resolve().parents[1] / "fixtures" / "lint_configs"
         ("text", ["shared/sqlite_gateway", "shared/sqlite_worker", "checkpointer_override"], 1),
     ],
 )
+@pytest.mark.slow
 def test_lint_config_imports_nothing_heavy(output_format: str, names: list[str], code: int) -> None:
     report = probe("lint-config", "--format", output_format, *(str(LINT / f"{name}.yaml") for name in names))
     assert report["code"] == code

@@ -199,6 +199,7 @@ def test_summary(built: BuiltDatabase) -> None:
     assert {int(r["lower"]): int(r["count"]) for r in rows if r["metric"] == "inferred_cadence"} == dict(inferred)
 
 
+@pytest.mark.slow
 def test_ascii_terminal_gets_hash_bars(built_sqlite: BuiltDatabase) -> None:
     """rich raises UnicodeEncodeError on an ASCII stdout; the report falls back to '#' bars."""
     for command in (["thread", "mixed-writers-k10-k1000-k10"], ["summary"]):
@@ -221,6 +222,7 @@ def test_colour_follows_force_color_and_no_color(built_sqlite: BuiltDatabase) ->
     json.loads(machine.stdout)
 
 
+@pytest.mark.slow
 def test_help_imports_nothing_heavy() -> None:
     from tests.test_import_cost import probe
 

@@ -67,6 +67,7 @@ def inspected(built: BuiltDatabase, thread_id: str) -> ThreadInspection:
     return inspect_thread(lineages, backend, InspectSettings(what_if=()), lineages[0].checkpoint_ns)
 
 
+@pytest.mark.slow
 def test_storage_by_kind_adds_up_to_the_stored_columns(built: BuiltDatabase) -> None:
     checked = 0
     for thread in built.manifest.threads:

@@ -32,6 +32,7 @@ def _json(*args: str) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], backend: str) -> None:
     built = built_storage(backend)
     document = _json("--db", str(built.after_deletes))
@@ -81,6 +82,7 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
         assert document["postgres"]["database_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_csv_is_the_growth_series_json_gives(built_storage: Callable[[str], Any], backend: str) -> None:
     built = built_storage(backend)
     document = _json("--db", str(built.db), "--top", "2")
@@ -125,6 +127,7 @@ def test_text_report_on_a_store_after_deletes(built_storage: Callable[[str], Any
     assert "ckpt never runs VACUUM" in text and "freelist" in text
 
 
+@pytest.mark.slow
 def test_text_shows_the_vacuum_and_table_figures(built_storage: Callable[[str], Any], backend: str) -> None:
     built = built_storage(backend)
     document = _json("--db", str(built.after_deletes))
@@ -151,6 +154,7 @@ def test_text_shows_the_vacuum_and_table_figures(built_storage: Callable[[str], 
     assert "up to now" in result.stdout and "last write " in result.stdout
 
 
+@pytest.mark.slow
 def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: Callable[[str], Any],
                                                                  tmp_path: Path) -> None:  # fmt: skip
     built = built_storage("sqlite")
@@ -173,6 +177,7 @@ def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: 
     assert f"legacy checkpointer file {legacy}: 16.3 KiB (file 12.1 KiB, -wal 3.9 KiB, -shm 300 B)" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_password_in_the_dsn_is_never_shown(built_storage: Callable[[str], Any]) -> None:
     built = built_storage("postgres")

@@ -145,6 +145,7 @@ def full_mode_lists(conversation: Conversation) -> tuple[int, int]:
     return stored, size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", [*CADENCES, FULL])
 def test_what_if_predicts_each_database_written_at_that_k(conversation: Conversation, source: Written) -> None:
     predicted = inspected(conversation, source)

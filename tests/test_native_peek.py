@@ -150,6 +150,7 @@ def test_summaries_of_generated_values_match_python(value: Any) -> None:
     _assert_agrees(ormsgpack.packb(value, option=OPTIONS))
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(values, st.integers(0, 10_000), st.integers(0, 4), st.integers(0, 255))
 def test_summaries_of_damaged_values_match_python(value: Any, position: int, kind: int, byte: int) -> None:
@@ -162,6 +163,7 @@ def test_summaries_of_random_bytes_match_python(data: bytes) -> None:
     _assert_agrees(data)
 
 
+@pytest.mark.slow
 @CASE_SETTINGS
 @given(st.lists(st.tuples(st.sampled_from(TRUSTED_PAIRS), st.text()).map(lambda p: _message(*p[0], p[1])), max_size=5))
 def test_clean_message_writes_take_the_compiled_path(messages: list[ormsgpack.Ext]) -> None:

@@ -19,6 +19,7 @@ def run_with(native: str | None, *args: str) -> CkptRun:
     return run_ckpt(*args, env={"CKPT_NATIVE": native}, process=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_both_paths_give_the_same_verify_shape_json(built_sqlite: BuiltDatabase, jobs: str) -> None:
     args = ("verify-shape", "--db", str(built_sqlite.path), "--format", "json", "--verbose", "--jobs", jobs)
@@ -31,6 +32,7 @@ def test_both_paths_give_the_same_verify_shape_json(built_sqlite: BuiltDatabase,
     assert python.stdout == compiled.stdout
 
 
+@pytest.mark.slow
 def test_inspect_says_which_path_ran_only_when_verbose(built_sqlite: BuiltDatabase) -> None:
     args = ("inspect", "thread", "clean-delta-k3", "--db", str(built_sqlite.path), "--format", "json")
     quiet, verbose = run_with("0", *args), run_with("0", *args, "-v")
@@ -40,6 +42,7 @@ def test_inspect_says_which_path_ran_only_when_verbose(built_sqlite: BuiltDataba
     assert verbose.stdout == quiet.stdout == run_with(None, *args).stdout
 
 
+@pytest.mark.slow
 def test_only_zero_turns_the_compiled_path_off(built_sqlite: BuiltDatabase) -> None:
     result = run_with("1", "verify-shape", "--db", str(built_sqlite.path), "--format", "json", "-v")
     assert COMPILED in result.stderr.splitlines()

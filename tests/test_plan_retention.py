@@ -407,6 +407,7 @@ def test_keep_since_keeps_what_was_written_since(built: BuiltDatabase, tmp_path:
     assert {cid for cid in ids if cid >= boundary} <= remaining and not remaining & deleted
 
 
+@pytest.mark.slow
 def test_one_thread_and_the_refusals(retention_sqlite: BuiltDatabase, tmp_path: Path) -> None:
     plan = json.loads(_plan(retention_sqlite.db, "--keep-newest", "2", "--thread", "clean-delta-k3"))
     assert {lineage["thread_id"] for lineage in plan["lineages"]} == {"clean-delta-k3"} and plan["totals"][

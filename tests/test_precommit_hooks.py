@@ -90,6 +90,7 @@ def test_fix_hook_rewrites_once_then_is_quiet(tmp_path: Path) -> None:
     assert legacy.read_bytes() == rewritten
 
 
+@pytest.mark.slow
 def test_lint_hook_sees_every_file_in_one_run(tmp_path: Path) -> None:
     """Two configs pointing at one SQLite file with different cadences: an error only a joint run sees."""
     body = "database:\n  backend: sqlite\n  sqlite_dir: {dir}\n  checkpoint_channel_mode: delta\n"

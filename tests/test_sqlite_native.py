@@ -338,6 +338,7 @@ def test_damaged_databases_read_the_same(
         ("writes", "type"),
     ],
 )
+@pytest.mark.slow
 def test_text_that_is_not_utf8_reads_the_same_in_both_readers(
     pristine: Path, tmp_path: Path, compiled_calls: list[str], table: str, column: str
 ) -> None:

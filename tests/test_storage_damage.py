@@ -144,6 +144,7 @@ FORGED_LATE = "ffffffff-ffff-6fff-8000-000000000001"
 FORGED_EARLY = "00000000-0000-6000-8000-000000000002"
 
 
+@pytest.mark.slow
 def test_forged_ids_are_out_of_range_and_the_series_stays_small(copy_of: Callable[[str], Copy], backend: str) -> None:
     copy = copy_of(backend)
     built_days = [bucket["start"][:10] for bucket in copy.json()["growth"]["buckets"]]
@@ -176,6 +177,7 @@ def _hour_straddled_by_a_prefix() -> int:
     )
 
 
+@pytest.mark.slow
 def test_a_write_five_seconds_after_the_hour_is_in_that_hour(copy_of: Callable[[str], Copy], backend: str) -> None:
     copy = copy_of(backend)
     before = _hours(copy.read())
@@ -187,6 +189,7 @@ def test_a_write_five_seconds_after_the_hour_is_in_that_hour(copy_of: Callable[[
     assert {h: after[h] for h in after if after[h] != before.get(h)} == {hour: (1, size)}
 
 
+@pytest.mark.slow
 def test_every_checkpoint_is_in_growth_or_untimed(copy_of: Callable[[str], Copy], backend: str) -> None:
     copy = copy_of(backend)
     (existing,) = copy.execute("SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = ?", (DONOR,))[0]
@@ -268,6 +271,7 @@ def test_a_text_thread_shown_like_a_blob_one_keeps_its_own_growth(copy_of: Calla
 EVIL = b"\x1b[31mevil\xff\x07"
 
 
+@pytest.mark.slow
 def test_a_thread_id_that_is_not_utf8_is_read_and_shown_escaped(copy_of: Callable[[str], Copy]) -> None:
     copy = copy_of("sqlite")
     copy.execute(
@@ -303,6 +307,7 @@ def test_a_thread_id_that_is_not_utf8_is_read_and_shown_escaped(copy_of: Callabl
     assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[31mevil\\xff\\x07" in result.stdout
 
 
+@pytest.mark.slow
 def test_threads_with_only_writes_are_orphans_on_both_backends(copy_of: Callable[[str], Copy], backend: str) -> None:
     copy = copy_of(backend)
     columns = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, " + (
@@ -321,6 +326,7 @@ def test_threads_with_only_writes_are_orphans_on_both_backends(copy_of: Callable
     assert (orphan.checkpoints, orphan.bytes) == (0, written)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_thread_of_empty_writes_is_an_orphan_on_both_backends(copy_of: Callable[[str], Copy], backend: str) -> None:
     copy = copy_of(backend)
@@ -340,6 +346,7 @@ def test_a_thread_of_empty_writes_is_an_orphan_on_both_backends(copy_of: Callabl
 # -- Postgres: blobs no checkpoint names, the app table elsewhere, privileges, tool outputs ---------------
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_blobs_no_checkpoint_names_are_counted_not_in_growth(copy_of: Callable[[str], Copy]) -> None:
     copy = copy_of("postgres")
@@ -367,6 +374,7 @@ def test_blobs_no_checkpoint_names_are_counted_not_in_growth(copy_of: Callable[[
     assert f"{rows:,} blob rows" in text.stdout and "no checkpoint names: not in growth" in text.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_threads_meta_is_found_in_public_beside_another_checkpoint_schema(copy_of: Callable[[str], Copy]) -> None:
     copy = copy_of("postgres")
@@ -469,6 +477,7 @@ def test_tool_outputs_on_postgres_match_the_serializer(built_storage: Callable[[
 # -- reports: csv series, sparklines, --no-channels, the WAL ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_thread_named_store_does_not_collide_with_the_store_series(
     copy_of: Callable[[str], Copy], backend: str
 ) -> None:
@@ -486,6 +495,7 @@ def test_a_thread_named_store_does_not_collide_with_the_store_series(
     assert thread == [(b["start"], b["bytes"]) for b in named["growth"]["buckets"]] and thread != store
 
 
+@pytest.mark.slow
 def test_each_heaviest_thread_has_a_growth_row(built_storage: Callable[[str], BuiltStorage], backend: str) -> None:
     built = built_storage(backend)
     document = json.loads(run_ckpt("inspect", "storage", "--db", built.db, "--top", "3", "--format", "json").stdout)
@@ -515,6 +525,7 @@ def test_no_channels_says_why_sizes_are_estimated(built_storage: Callable[[str],
     assert "of it indexes" in text
 
 
+@pytest.mark.slow
 def test_a_large_wal_without_its_shm_is_named(copy_of: Callable[[str], Copy], tmp_path: Path) -> None:
     copy = copy_of("sqlite")
     writer = sqlite3.connect(copy.db, isolation_level=None)

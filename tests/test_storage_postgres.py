@@ -179,6 +179,7 @@ def facts(image_store: ImageStore) -> StorageFacts:
 # -- sizes and statistics --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_relations_match_the_catalog_and_statistics(image_store: ImageStore, facts: StorageFacts) -> None:
     assert [relation.name for relation in facts.relations] == list(TABLES)
     for relation in facts.relations:
@@ -282,6 +283,7 @@ def copy_store(store: ImageStore, dsn: str, schema: str) -> ImageStore:
     return ImageStore(dsn, schema)
 
 
+@pytest.mark.slow
 def test_a_large_inline_value_is_counted_at_its_compressed_share(
     image_store: ImageStore, pg_schema: tuple[str, str]
 ) -> None:

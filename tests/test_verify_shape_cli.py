@@ -101,6 +101,7 @@ def test_path_with_uri_characters_is_opened_not_created(tmp_path: Path, sqlite_c
     assert not (tmp_path / "we").exists()
 
 
+@pytest.mark.slow
 def test_wal_database_without_shm_in_a_read_only_directory(tmp_path: Path, sqlite_copy: Path) -> None:
     """SQLite cannot open it read-only there: say so and offer the explicit immutable opt-in."""
     with sqlite3.connect(sqlite_copy) as connection:
@@ -164,6 +165,7 @@ def test_sqlite_written_before_task_path_existed(sqlite_copy: Path) -> None:
     assert older["findings"] == current["findings"]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_set_up_by_an_older_saver(built_postgres: BuiltDatabase, pg_database: str) -> None:
     """checkpoint_writes without task_path and fewer migration rows still scan the same."""
@@ -189,6 +191,7 @@ def test_postgres_set_up_by_an_older_saver(built_postgres: BuiltDatabase, pg_dat
     assert older["findings"] == current["findings"]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_metadata_nested_past_the_decoder_limit(built_postgres: BuiltDatabase, pg_database: str) -> None:
     """jsonb nested deeper than a JSON decoder follows: an inline messages value reads as no marker, metadata
