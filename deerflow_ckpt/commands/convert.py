@@ -325,12 +325,11 @@ def _convert_postgres(
             selection = _only(selection, copied.changed)
         # The histories stream in the scan's order (thread, namespace, bytewise): each lineage takes the next.
         stream = PostgresHistoryReader(copy).histories(selection)
-        pending: list[LineageHistory] = []
 
         def history(lineage: Lineage) -> LineageHistory:
             key = (lineage.thread_id, lineage.checkpoint_ns)
             while True:
-                found = pending.pop() if pending else next(stream, None)
+                found = next(stream, None)
                 if found is None or (found.thread_id, found.checkpoint_ns) > key:
                     raise StoreError(f"the copy's history stream has no lineage {key!r}")
                 if (found.thread_id, found.checkpoint_ns) == key:

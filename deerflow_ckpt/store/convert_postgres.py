@@ -317,46 +317,49 @@ def _mode_text(mode: str, snapshot_frequency: int | None) -> str:
     return f"{mode} (K={snapshot_frequency})" if snapshot_frequency is not None else mode
 
 
-def finish_record(copy: PostgresTarget, refused: list[str]) -> None:
-    """Mark the conversion in `copy`'s schema complete, with the threads this run refused added."""
+@contextmanager
+def _session(target: PostgresTarget, doing: str, writable: bool = False, autocommit: bool = False) -> Iterator[Any]:
+    """A connection for one short piece of work, committed at the end (a read-only one rolled back); a driver
+    error is one line naming what was being done."""
     import psycopg
-    from psycopg import sql
 
-    connection = connect(copy, writable=True)
+    connection = connect(target, writable=writable)
+    connection.autocommit = autocommit
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql.SQL(
-                    "UPDATE {} SET complete = true, pending = NULL, updated_at = now(), "
-                    "refused = ARRAY(SELECT DISTINCT t FROM unnest(refused || %s::text[]) AS t ORDER BY t)"
-                ).format(sql.Identifier(copy.schema, RECORD_TABLE)),
-                (refused,),
-            )
-        connection.commit()
+        yield connection
+        if not autocommit:
+            connection.commit() if writable else connection.rollback()
     except psycopg.Error as exc:
-        raise _fail(copy, exc, "recording the conversion in") from None
+        raise _fail(target, exc, doing) from None
     finally:
         connection.close()
+
+
+def finish_record(copy: PostgresTarget, refused: list[str]) -> None:
+    """Mark the conversion in `copy`'s schema complete, with the threads this run refused added."""
+    from psycopg import sql
+
+    with _session(copy, "recording the conversion in", writable=True) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            sql.SQL(
+                "UPDATE {} SET complete = true, pending = NULL, updated_at = now(), "
+                "refused = ARRAY(SELECT DISTINCT t FROM unnest(refused || %s::text[]) AS t ORDER BY t)"
+            ).format(sql.Identifier(copy.schema, RECORD_TABLE)),
+            (refused,),
+        )
 
 
 def discard(source: PostgresTarget, schema: str, created: bool) -> None:
     """Undo a failed first run: drop the schema it created, or the tables it created in an empty one."""
-    import psycopg
     from psycopg import sql
 
-    connection = connect(source, writable=True)
-    try:
-        with connection.cursor() as cursor:
-            if created:
-                cursor.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-            else:
-                for name in (*SAVER_TABLES, RECORD_TABLE, THREADS_TABLE):
-                    cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, name)))
-        connection.commit()
-    except psycopg.Error as exc:
-        raise _fail(source, exc, f"dropping the unfinished schema {schema} of") from None
-    finally:
-        connection.close()
+    doing = f"dropping the unfinished schema {schema} of"
+    with _session(source, doing, writable=True) as connection, connection.cursor() as cursor:
+        if created:
+            cursor.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        else:
+            for name in (*SAVER_TABLES, RECORD_TABLE, THREADS_TABLE):
+                cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, name)))
 
 
 def _exists(cursor: Any, schema: str, table: str) -> bool:
@@ -385,57 +388,34 @@ def _value_bytes(cursor: Any, schema: str) -> dict[str, int]:
 
 def table_bytes(target: PostgresTarget, schema: str) -> dict[str, int]:
     """Stored bytes per saver table as DeerFlow's benchmark counts them (values' lengths), read-only."""
-    import psycopg
-
-    connection = connect(target)
-    try:
-        with server_work(connection), connection.cursor() as cursor:
-            out = _value_bytes(cursor, schema)
-        connection.rollback()
-        return out
-    except psycopg.Error as exc:
-        raise _fail(target, exc, "measuring") from None
-    finally:
-        connection.close()
+    with _session(target, "measuring") as connection, server_work(connection), connection.cursor() as cursor:
+        return _value_bytes(cursor, schema)
 
 
 def compact(target: PostgresTarget, schema: str, tables: tuple[str, ...], full: bool = True) -> None:
     """VACUUM (FULL) the rewritten copies: an UPDATE leaves the old row versions behind until then. The copies
     are nobody else's yet, so the exclusive lock VACUUM FULL takes stops no one."""
-    import psycopg
     from psycopg import sql
 
-    connection = connect(target, writable=True)
-    connection.autocommit = True
-    try:
-        with server_work(connection), connection.cursor() as cursor:
-            for table in tables:
-                how = sql.SQL("VACUUM (FULL, ANALYZE) {}" if full else "VACUUM (ANALYZE) {}")
-                cursor.execute(how.format(sql.Identifier(schema, table)))
-    except psycopg.Error as exc:
-        raise _fail(target, exc, "compacting") from None
-    finally:
-        connection.close()
+    how = sql.SQL("VACUUM (FULL, ANALYZE) {}" if full else "VACUUM (ANALYZE) {}")
+    with (
+        _session(target, "compacting", writable=True, autocommit=True) as connection,
+        server_work(connection),
+        connection.cursor() as cursor,
+    ):
+        for table in tables:
+            cursor.execute(how.format(sql.Identifier(schema, table)))
 
 
 def relation_bytes(target: PostgresTarget, schema: str, tables: tuple[str, ...]) -> int:
     """The tables' size on disk with TOAST and indexes (pg_total_relation_size)."""
-    import psycopg
-
-    connection = connect(target)
-    try:
-        with connection.cursor() as cursor:
-            total = 0
-            for table in tables:
-                cursor.execute("SELECT pg_total_relation_size(to_regclass(%s))", (_qualified(schema, table),))
-                row = cursor.fetchone()
-                total += int(row[0] or 0) if row is not None else 0
-        connection.rollback()
-        return total
-    except psycopg.Error as exc:
-        raise _fail(target, exc, "measuring") from None
-    finally:
-        connection.close()
+    total = 0
+    with _session(target, "measuring") as connection, connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute("SELECT pg_total_relation_size(to_regclass(%s))", (_qualified(schema, table),))
+            row = cursor.fetchone()
+            total += int(row[0] or 0) if row is not None else 0
+    return total
 
 
 class PostgresRowWriter:
