@@ -40,6 +40,7 @@ from deerflow_ckpt.store.convert_sqlite import (
     sidecars,
     table_bytes,
     temporary_beside,
+    write_output,
     write_record,
 )
 from deerflow_ckpt.store.history import SqliteLineageHistories
@@ -144,8 +145,8 @@ class ConversionReport:
         return [thread for thread in self.threads if thread.refused is not None]
 
 
-# The vacuumed copy beside the scratch copy, and its companion files.
-_VACUUMED = (".vacuumed", ".vacuumed-wal", ".vacuumed-shm", ".vacuumed-journal")
+# Beside the scratch copy: the converted rows, and the output until it is complete.
+_CONVERTED, _WRITTEN = ".converted", ".written"
 
 
 class _Refused(Exception):
@@ -233,29 +234,32 @@ def _convert_sqlite(
 ) -> None:
     refuse_output(output, source, request.catch_up)
     copy = temporary_beside(output)
+    converted = copy.with_name(copy.name + _CONVERTED)
+    written = copy.with_name(copy.name + _WRITTEN)
     try:
         wal = copy_database(source, copy)
         report.disk_before = file_bytes(resolved(source.path.expanduser(), StoreError))
         report.tables_before = table_bytes(copy)
         selection = _selection(request)
-        previous: dict[str, str] = {}
+        carried: tuple[Path, list[str]] | None = None
         if request.catch_up:
             previous = _previous_refusals(output, report, source)
             changed, unchanged = catch_up(copy, output)
+            carried = (output, unchanged)
             report.carried_over = len(unchanged)
             selection = _only(selection, changed)
             report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
         histories = SqliteLineageHistories(target)
-        writer = SqliteRowWriter(copy)
+        writer = SqliteRowWriter(copy, converted)
         try:
             _convert_threads(target, histories.history, writer, selection, request.settings, report, progress)
         finally:
             histories.close()
-        finished = copy.with_name(copy.name + ".vacuumed")
-        writer.finish(finished, wal)
-        report.tables_after = table_bytes(finished)
-        os.replace(finished, output)
+            writer.close()
+        write_output(written, copy, converted, wal, carried)
+        report.tables_after = table_bytes(written)
+        os.replace(written, output)
         for companion in sidecars(output):
             companion.unlink(missing_ok=True)  # an empty -wal/-shm of the previous output (checked above)
         report.disk_after = file_bytes(output)
@@ -270,8 +274,9 @@ def _convert_sqlite(
             },
         )
     finally:
-        for leftover in (copy, *sidecars(copy), *(copy.with_name(copy.name + suffix) for suffix in _VACUUMED)):
-            leftover.unlink(missing_ok=True)
+        for scratch in (copy, converted, written):
+            for leftover in (scratch, *sidecars(scratch)):
+                leftover.unlink(missing_ok=True)
 
 
 def _previous_refusals(output: Path, report: ConversionReport, source: SqliteTarget) -> dict[str, str]:
