@@ -393,6 +393,28 @@ def test_the_output_keeps_every_schema_object_and_setting_of_the_source(
         )
 
 
+def test_converting_in_parallel_writes_what_one_process_writes(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """Thread ranges converted by three processes, each keeping its rows apart, make the same output and report
+    as one process, a refused thread included."""
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as connection:
+        _hostile_snapshot_checkpoint(connection, "clean-delta-k3")
+    reports = {}
+    for jobs in (1, 3):
+        choice = DatabaseChoice(SqliteTarget(source), "test")
+        request = ConvertRequest(
+            choice, ConversionSettings(TargetMode.DELTA, 10), tmp_path / f"out{jobs}.db", jobs=jobs
+        )
+        reports[jobs] = convert(request)
+    assert [dataclasses.asdict(t) for t in reports[1].threads] == [dataclasses.asdict(t) for t in reports[3].threads]
+    assert reports[3].refused
+    rows = "SELECT rowid, * FROM checkpoints ORDER BY rowid"
+    with sqlite3.connect(tmp_path / "out1.db") as one, sqlite3.connect(tmp_path / "out3.db") as three:
+        assert one.execute(rows).fetchall() == three.execute(rows).fetchall()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch database is left
+
+
 def _hostile_snapshot_checkpoint(connection: sqlite3.Connection, thread_id: str) -> str:
     import msgspec
 

@@ -3,8 +3,9 @@ written fresh.
 
 The source is read once, by SQLite's online backup API on a read-only connection (a live writer is fine:
 the copy is one consistent state of the database). Everything else reads the copy, a temporary file beside
-the output that nothing writes: the scan and the proof, and the rewrite's row lookups. Converted rows go to
-a second scratch database, each thread in a savepoint that a refused thread rolls back. The output is then
+the output that nothing writes: the scan and the proof, and the rewrite's row lookups. Each converting
+process keeps its converted rows in a scratch database of its own, each thread in a savepoint that a refused
+thread rolls back. The output is then
 written once, as VACUUM INTO would write the copy, with the converted rows in place of the copy's: the
 replaced rows (a full-mode store's lists, most of its bytes) are neither read again nor written. Tables
 other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are carried over as stored.
@@ -233,12 +234,18 @@ class SqliteLineageRewrite:
         return 0, 0
 
 
+# Converting processes, each with its scratch database of converted rows: all are attached to write the output,
+# beside the copy and a catch-up's previous output, within SQLite's default limit of 10 attached databases.
+MAX_CONVERTED_PARTS = 8
+
+
 def write_output(
-    output: Path, copy: Path, converted: Path, wal: bool, carried: tuple[Path, list[str]] | None = None
+    output: Path, copy: Path, parts: list[Path], wal: bool, carried: tuple[Path, list[str]] | None = None
 ) -> None:
-    """Write `output` as VACUUM INTO would write the copy, with the converted rows in place of the copy's own
-    (and with `carried`, a catch-up: the previous output's rows of the threads it names). Nothing is written
-    twice and the copy's replaced rows are never read: a full-mode store's lists are most of its bytes."""
+    """Write `output` as VACUUM INTO would write the copy, with the converted rows of `parts` in place of the
+    copy's own (and with `carried`, a catch-up: the previous output's rows of the threads it names). Nothing
+    is written twice and the copy's replaced rows are never read: a full-mode store's lists are most of its
+    bytes."""
     settings = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
     try:
         encoding, page_size, auto_vacuum, user_version, application_id = (
@@ -258,11 +265,12 @@ def write_output(
         connection.execute("PRAGMA main.journal_mode = OFF")
         connection.execute("PRAGMA main.synchronous = OFF")
         connection.execute("ATTACH DATABASE ? AS copy", (_readonly_uri(copy),))
-        connection.execute("ATTACH DATABASE ? AS converted", (_readonly_uri(converted),))
+        for number, part in enumerate(parts):
+            connection.execute(f"ATTACH DATABASE ? AS converted{number}", (_readonly_uri(part),))
         if carried is not None:
             connection.execute("ATTACH DATABASE ? AS previous", (_readonly_uri(carried[0]),))
         connection.execute("BEGIN")
-        _copy_schema_and_rows(connection, carried)
+        _copy_schema_and_rows(connection, len(parts), carried)
         connection.execute(f"PRAGMA user_version = {int(user_version)}")
         connection.execute(f"PRAGMA application_id = {int(application_id)}")
         connection.execute("COMMIT")
@@ -289,7 +297,7 @@ WHERE type IN ('view', 'trigger') OR (type = 'table' AND rootpage = 0) ORDER BY 
 _STATISTICS = ("sqlite_stat1", "sqlite_stat4")
 
 
-def _copy_schema_and_rows(connection: sqlite3.Connection, carried: tuple[Path, list[str]] | None) -> None:
+def _copy_schema_and_rows(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
     tables = connection.execute(_TABLES).fetchall()
     statistics = [name for name, _ in tables if name in _STATISTICS]
     for name, sql in tables:
@@ -303,7 +311,7 @@ def _copy_schema_and_rows(connection: sqlite3.Connection, carried: tuple[Path, l
     for name in names:
         quoted = _quote(name)
         if name == "checkpoints":
-            _copy_checkpoints(connection, carried)
+            _copy_checkpoints(connection, parts, carried)
         elif name in _STATISTICS or name == "sqlite_sequence":
             connection.execute(f"DELETE FROM main.{quoted}")
             connection.execute(f"INSERT INTO main.{quoted} SELECT * FROM copy.{quoted}")
@@ -342,21 +350,28 @@ def _has_rowids(connection: sqlite3.Connection, quoted: str) -> bool:
     return True
 
 
-def _copy_checkpoints(connection: sqlite3.Connection, carried: tuple[Path, list[str]] | None) -> None:
-    """The copy's checkpoint rows in their order, rowids kept, each converted column from the converted table
-    (coalesce reads the copy's value only where none was converted); a catch-up's carried threads from the
-    previous output instead."""
+def _copy_checkpoints(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
+    """The copy's checkpoint rows in their order, rowids kept, each converted column from the part that
+    converted its thread (coalesce reads the copy's value only where none was); a catch-up's carried threads
+    from the previous output instead."""
     columns = [row[1] for row in connection.execute("SELECT * FROM pragma_table_info('checkpoints', 'copy')")]
+    converted = ("checkpoint", "metadata")
     chosen = [
-        f"coalesce(k.{_quote(c)}, c.{_quote(c)})" if c in ("checkpoint", "metadata") else f"c.{_quote(c)}"
+        f"coalesce({', '.join(f'k{n}.{_quote(c)}' for n in range(parts))}, c.{_quote(c)})"
+        if c in converted and parts
+        else f"c.{_quote(c)}"
         for c in columns
     ]
+    joins = "".join(
+        f" LEFT JOIN converted{n}.converted AS k{n} ON k{n}.thread_id = c.thread_id"
+        f" AND k{n}.checkpoint_ns = c.checkpoint_ns AND k{n}.checkpoint_id = c.checkpoint_id"
+        for n in range(parts)
+    )
     listed = ", ".join(_quote(c) for c in columns)
     carried_ids = json.dumps(carried[1] if carried is not None else [])
     connection.execute(
         f"INSERT INTO main.checkpoints (rowid, {listed}) SELECT c.rowid, {', '.join(chosen)} "
-        "FROM copy.checkpoints AS c LEFT JOIN converted.converted AS k "
-        "ON k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns AND k.checkpoint_id = c.checkpoint_id "
+        f"FROM copy.checkpoints AS c{joins} "
         "WHERE c.thread_id NOT IN (SELECT value FROM json_each(?)) ORDER BY c.rowid",
         (carried_ids,),
     )
