@@ -2,11 +2,12 @@
 
 Run by hand, never from the tests:
 
-    python -m benchmarks.bench_convert bench-data/bulk.db --snapshot-frequency 100 --repeat 3
-    python -m benchmarks.bench_convert bench-data/full.db --snapshot-frequency 10 --repeat 3
+    python -m benchmarks.bench_convert bench-data/bulk.db --snapshot-frequency 100 --repeat 3 --jobs 2
+    python -m benchmarks.bench_convert bench-data/full300k.db --snapshot-frequency 10 --repeat 3 --jobs 2
 
 Build the sources first with the bulk builder (docs/architecture.md, "Development"): the 1.4 GB delta database
-(2000 threads x 50 turns at K=10) and a full-mode one (`--cadence 0`, e.g. 300 threads x 50 turns).
+(2000 threads x 50 turns at K=10) and a full-mode one of the same checkpoint count (`--bulk-threads 2000
+--turns 50 --cadence 0 --message-bytes 200`: 300,000 checkpoints, 6 GB). `--jobs` is given to both commands.
 
 Each measurement is a whole `ckpt` process (the installed console script next to this interpreter), started
 fresh; the rounds interleave the two workloads, and the ratio compares medians. Wall seconds and the peak RSS
@@ -51,13 +52,13 @@ def main() -> None:
     parser.add_argument("--to", default="delta", choices=("delta", "full"))
     parser.add_argument("--snapshot-frequency", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=1, help="verify-shape --deep's --jobs (convert runs in one)")
+    parser.add_argument("--jobs", type=int, default=1, help="processes, for both commands (their --jobs)")
     args = parser.parse_args()
 
     source = str(Path(args.source).resolve())
     scratch = Path(tempfile.mkdtemp(prefix="bench-convert-", dir=Path(source).parent))
     output = scratch / "converted.db"
-    convert = [_ckpt(), "convert", "--db", source, "--to", args.to, "-o", str(output), "-q"]
+    convert = [_ckpt(), "convert", "--db", source, "--to", args.to, "-o", str(output), "-q", "--jobs", str(args.jobs)]
     if args.to == "delta":
         convert += ["--snapshot-frequency", str(args.snapshot_frequency)]
     deep = [_ckpt(), "verify-shape", "--deep", "--jobs", str(args.jobs), "--db", source, "-q", "--format", "json"]

@@ -117,10 +117,6 @@ def _readonly_uri(path: Path) -> str:
     return resolved(path, StoreError).as_uri() + "?mode=ro"
 
 
-# The copy is read by the rewrite's row lookups through memory mapping: a full-mode row's metadata follows its
-# list in the record, and walking that overflow chain page by page through read() costs four times as much.
-# Safe here, as it is not on the source: nobody else writes or truncates the scratch copy.
-_MMAP_BYTES = 1 << 40
 # Converted rows, kept in a scratch database until the output is written: only what changed (a NULL column
 # is a value kept as the copy stores it; a converted value is never NULL).
 _CONVERTED_TABLE = """
@@ -144,7 +140,6 @@ class SqliteRowWriter:
         self._rows = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
         self._connection = sqlite3.connect(converted, isolation_level=None)
         try:
-            self._rows.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
             # A scratch file: a crash costs a re-run, so no journal on disk and no fsync.
             self._connection.execute("PRAGMA journal_mode = MEMORY")
             self._connection.execute("PRAGMA synchronous = OFF")
