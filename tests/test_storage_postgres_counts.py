@@ -6,6 +6,7 @@ against pgstattuple's full scan run here; advice must not rest on statistics tha
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from deerflow_ckpt.analysis.storage import Urgency, postgres_advice
 from deerflow_ckpt.store.source import postgres_target
 from deerflow_ckpt.store.storage import DeadRowsSource, Relation, StorageFacts, StorageRequest
 from deerflow_ckpt.store.storage_postgres import read_postgres_storage
+from tests.cli import run_ckpt
 from tests.conftest import create_database, drop_database, dsn_for
 from tests.test_storage_postgres import TABLES, build_image_store
 
@@ -170,3 +172,23 @@ def test_statistics_that_disagree_with_the_count_give_no_dead_rows() -> None:
     assert _dead_rows(None, _Statistics(200, 3, 232, None), 208, 8192, None)[0] == 3
     assert _dead_rows(7, stale, 208, 8192, None) == (7, DeadRowsSource.PGSTATTUPLE, None)
     assert Relation("t", 0, 0).dead_rows is None
+
+
+def test_the_report_says_what_is_counted_and_what_is_not_known(copies: Copies) -> None:
+    copy = copies.copy()
+    db = ["--db", dsn_for(copy), "--schema", SCHEMA, "--no-channels"]
+    text = run_ckpt("inspect", "storage", *db, "--color", "never")
+    assert text.exit_code == 0, text.output
+    rows = counted(copy)
+    line = next(line for line in text.stdout.splitlines() if line.startswith("checkpoints "))
+    assert f" {rows['checkpoints']:,} " in line and "not known" in line
+    assert "(rows: count(*) in this read's transaction)" in text.stdout
+    assert f"the statistics count 0 live rows of {rows['checkpoints']:,}" in text.stdout
+    result = run_ckpt("inspect", "storage", *db, "--format", "json")
+    document = json.loads(result.stdout)
+    assert document["schema_version"] == 3 and document["postgres"]["stats_reset"] is None
+    first = document["relations"][0]
+    assert (first["rows"], first["rows_exact"], first["statistics_rows"]) == (rows["checkpoints"], True, 0)
+    assert (
+        first["dead_rows"] is None and first["dead_rows_source"] is None and "0 live rows" in first["dead_rows_unknown"]
+    )

@@ -133,11 +133,8 @@ def _row_sources(facts: StorageFacts) -> list[str]:
     if sources:
         named = {"pgstattuple": "pgstattuple_approx (exact)", "statistics": "the statistics, current for those tables"}
         lines.append(f"dead rows: {' and '.join(named[source] for source in sources)}")
-    lines += [
-        f"dead rows of {printable(relation.name)} not known: {printable(relation.dead_rows_unknown)}"
-        for relation in relations
-        if relation.dead_rows is None and relation.dead_rows_unknown is not None
-    ]
+    if any(relation.dead_rows is None for relation in relations):
+        lines.append("dead rows not known: the statistics do not see those tables' rows; why, under Compaction")
     return lines
 
 

@@ -3,9 +3,9 @@ large values that look like base64 images or documents, and the threads the app 
 
 These are the facts `ckpt inspect storage` reports (commands/inspect_storage.py); the readers are
 store/storage_sqlite.py and store/storage_postgres.py. Every figure comes from sizes the database keeps
-(file sizes, PRAGMAs, dbstat, the Postgres catalog and statistics views, stored column lengths): no value
-is decoded with LangGraph's serializer, and only the per-channel pass (`StorageRequest.channels`) and the
-large-value peek read value bytes at all.
+(file sizes, PRAGMAs, dbstat, the Postgres catalog and statistics views, row counts, stored column
+lengths): no value is decoded with LangGraph's serializer, and only the per-channel pass
+(`StorageRequest.channels`) and the large-value peek read value bytes at all.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a Postgres checkpoint store's bytes are (`ckpt inspect storage`), read in one READ ONLY transaction.
 
-Every figure is SQL over the catalog, the statistics views and stored lengths: `pg_column_size` (as
+Every figure is SQL over the catalog, the statistics views, row counts and stored lengths: `pg_column_size` (as
 stored, after compression) and `octet_length` (raw) read the heap's TOAST pointers, never the TOAST
 tables. A value inline in the checkpoint JSONB is compressed with the whole column: its stored bytes are
 its share (by text length) of the column's stored size. Only two passes read value bytes, both only with
@@ -8,6 +8,10 @@ its share (by text length) of the column's stored size. Only two passes read val
 `StorageRequest.large_value_bytes`, server-side, the hits' bytes confirmed here by their signature) and
 the tool-output pass (`messages` blobs and writes that hold ToolMessage's module name, their items' types
 read here, store/messages.py). Nothing is decoded with LangGraph's serializer.
+
+Rows are count(*) (36 ms on 45,000 checkpoints, 7x the statistics read it replaces, about 1% of the
+read); dead rows come from pgstattuple where installed, else from the statistics only where they are
+current (`_dead_rows`, docs/storage-model.md): a restored copy's or reset statistics miss rows.
 
 Aggregates are taken per table before anything is joined: ckpt cannot ANALYZE, and a never-analysed
 table (reltuples -1) turns a join of raw rows into a very bad plan. Relations are found through
