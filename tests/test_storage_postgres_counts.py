@@ -161,7 +161,7 @@ def wait_for_statistics(dbname: str, settled: Callable[[], bool]) -> None:
 
 
 def test_statistics_that_disagree_with_the_count_give_no_dead_rows() -> None:
-    """The issue's case, on the reader's rule: 184 live and 24 dead said for a table of 208 rows."""
+    """Stale statistics on the reader's rule: 184 live and 24 dead said of a table of 208 rows."""
     from deerflow_ckpt.store.storage_postgres import _dead_rows, _Statistics
 
     stale = _Statistics(live=184, dead=24, inserted=208, recounted=None)
