@@ -37,7 +37,7 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
     built = built_storage(backend)
     document = _json("--db", str(built.after_deletes))
     manifest = built.after_deletes_manifest
-    assert document["schema_version"] == 2 and document["command"] == "inspect storage"
+    assert document["schema_version"] == 3 and document["command"] == "inspect storage"
     names = {relation["name"] for relation in document["relations"]}
     assert {"checkpoints"} <= names and ({"writes"} <= names or {"checkpoint_writes", "checkpoint_blobs"} <= names)
     channels = {(row["stored_in"], row["channel"]) for row in document["channels"]}

@@ -271,3 +271,13 @@ def test_dead_rows_above_autovacuums_trigger_and_an_old_snapshot_are_named() -> 
     assert ("checkpoint_blobs", Urgency.WATCH) in subjects  # 23% dead, but autovacuum has run
     assert not any(a.subject == "checkpoint_writes" for a in advice)
     assert any(a.subject == "VACUUM" and "20,000,000 transactions" in a.message for a in advice)
+
+
+def test_dead_rows_not_known_get_no_vacuum_advice_only_why() -> None:
+    """Statistics a restore or a reset left behind (dead_rows None): no figure is advised on."""
+    database = PostgresDatabase(10**9, True, 50, 0.2, 0, stats_reset="2026-12-06T21:06:48Z")
+    why = "statistics reset at 2026-12-06T21:06:48Z, no VACUUM or ANALYZE of the table since"
+    relations = [Relation("checkpoints", 10**6, rows=208, dead_rows=None, statistics_rows=0, dead_rows_unknown=why)]
+    (advice,) = postgres_advice(database, relations)
+    assert advice.urgency is Urgency.WATCH and advice.subject == "checkpoints"
+    assert advice.message.startswith(f"dead rows not known: {why}; ANALYZE checkpoints")

@@ -325,12 +325,23 @@ def _wal_advice(files: SqliteFiles) -> list[Advice]:
 
 
 def postgres_advice(database: PostgresDatabase, relations: Iterable[Relation]) -> list[Advice]:
-    """Dead rows per table and whether autovacuum keeps up; what holds VACUUM back."""
+    """Dead rows per table and whether autovacuum keeps up; what holds VACUUM back. A table whose dead rows
+    are not known gets no VACUUM advice, only why they are not known."""
     advice = []
     if database.autovacuum is False:
         advice.append(Advice(Urgency.ACT, "autovacuum", "off on this server: dead rows stay until someone runs VACUUM"))
     for relation in relations:
         if relation.dead_rows is None:
+            # Advice rests only on figures known to be current: a restored copy's or reset statistics say 0.
+            if relation.dead_rows_unknown is not None:
+                advice.append(
+                    Advice(
+                        Urgency.WATCH,
+                        relation.name,
+                        f"dead rows not known: {relation.dead_rows_unknown}; ANALYZE {relation.name} counts them "
+                        "again (and lets autovacuum see them), pgstattuple reads them from the pages",
+                    )
+                )
             continue
         total = relation.rows + relation.dead_rows
         share = relation.dead_rows / total if total else 0.0
@@ -341,7 +352,7 @@ def postgres_advice(database: PostgresDatabase, relations: Iterable[Relation]) -
                     Urgency.ACT,
                     relation.name,
                     f"{relation.dead_rows:,} dead rows ({share:.0%}), above autovacuum's trigger ({trigger:,}) and "
-                    "never autovacuumed: VACUUM makes the space reusable (VACUUM FULL or pg_repack returns it to "
+                    "no autovacuum on record: VACUUM makes the space reusable (VACUUM FULL or pg_repack returns it to "
                     "the disk, under a lock)",
                 )
             )

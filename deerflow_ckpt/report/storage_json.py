@@ -14,7 +14,9 @@ from deerflow_ckpt.store.storage import ChannelBytes, SqliteFiles
 
 # 2: hourly-exact growth in hour/day/week/month units with what is not in it, the rate up to the run,
 # tool outputs, vacuum and heap/TOAST figures, legacy files with their -wal and -shm.
-JSON_SCHEMA_VERSION = 2
+# 3: Postgres relations' rows counted (rows_exact, statistics_rows beside them), dead_rows null when not
+# known (dead_rows_unknown says why, dead_rows_source where known ones come from), postgres.stats_reset.
+JSON_SCHEMA_VERSION = 3
 # series "store" or "thread" (then thread_id names it); unit is the bucket's, or for a row that is not a
 # bucket (start empty) what it counts: "untimed", "out of range", "unnamed blobs" (blob rows in blob_rows).
 CSV_HEADER = ("series", "thread_id", "unit", "start", "checkpoints", "bytes", "blob_rows")

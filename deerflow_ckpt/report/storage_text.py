@@ -88,11 +88,12 @@ def _relations(facts: StorageFacts, console: Console) -> None:
         columns += ["of it indexes"]
     table = _table("Tables and indexes", *columns)
     for relation in facts.relations:
-        row = [printable(relation.name), human_bytes(relation.bytes), f"{relation.rows:,}"]
+        rows = f"{relation.rows:,}" if relation.rows_exact else f"~{relation.rows:,}"
+        row = [printable(relation.name), human_bytes(relation.bytes), rows]
         if postgres:
             vacuumed = max(filter(None, (relation.last_vacuum, relation.last_autovacuum)), default="never")
             analyzed = max(filter(None, (relation.last_analyze, relation.last_autoanalyze)), default="never")
-            dead = "?" if relation.dead_rows is None else f"{relation.dead_rows:,}"
+            dead = "not known" if relation.dead_rows is None else f"{relation.dead_rows:,}"
             heap = human_bytes(relation.bytes - relation.index_bytes - relation.toast_bytes)
             row += [
                 heap,
@@ -106,6 +107,9 @@ def _relations(facts: StorageFacts, console: Console) -> None:
             row.append(human_bytes(relation.index_bytes))
         table.add_row(*row)
     console.print(table)
+    if postgres:
+        for line in _row_sources(facts):
+            console.print(Text(f"  ({line})", style="dim"))
     if all(relation.exact for relation in facts.relations):
         return
     if facts.sqlite is not None and not facts.sqlite.dbstat:
@@ -116,6 +120,22 @@ def _relations(facts: StorageFacts, console: Console) -> None:
             "their stored lengths (estimated)"
         )
     console.print(Text(f"  ({why})", style="dim"))
+
+
+def _row_sources(facts: StorageFacts) -> list[str]:
+    """Where the Postgres rows and dead rows come from: what is counted, what is an estimate, what is unknown."""
+    relations = facts.relations
+    estimated = [relation.name for relation in relations if not relation.rows_exact]
+    lines = ["rows: count(*) in this read's transaction" + (
+        f", except ~ (the statistics' estimate, the rows not readable): {', '.join(estimated)}" if estimated else ""
+    )]  # fmt: skip
+    sources = sorted({relation.dead_rows_source.value for relation in relations if relation.dead_rows_source})
+    if sources:
+        named = {"pgstattuple": "pgstattuple_approx (exact)", "statistics": "the statistics, current for those tables"}
+        lines.append(f"dead rows: {' and '.join(named[source] for source in sources)}")
+    if any(relation.dead_rows is None for relation in relations):
+        lines.append("dead rows not known: the statistics do not see those tables' rows; why, under Compaction")
+    return lines
 
 
 def _channels(facts: StorageFacts, console: Console) -> None:

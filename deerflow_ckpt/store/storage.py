@@ -3,9 +3,9 @@ large values that look like base64 images or documents, and the threads the app 
 
 These are the facts `ckpt inspect storage` reports (commands/inspect_storage.py); the readers are
 store/storage_sqlite.py and store/storage_postgres.py. Every figure comes from sizes the database keeps
-(file sizes, PRAGMAs, dbstat, the Postgres catalog and statistics views, stored column lengths): no value
-is decoded with LangGraph's serializer, and only the per-channel pass (`StorageRequest.channels`) and the
-large-value peek read value bytes at all.
+(file sizes, PRAGMAs, dbstat, the Postgres catalog and statistics views, row counts, stored column
+lengths): no value is decoded with LangGraph's serializer, and only the per-channel pass
+(`StorageRequest.channels`) and the large-value peek read value bytes at all.
 """
 
 from __future__ import annotations
@@ -71,6 +71,16 @@ class PostgresDatabase:
     vacuum_scale_factor: float | None
     # The age in transactions of the oldest snapshot a session holds (it keeps VACUUM from removing rows).
     oldest_xmin_age: int | None
+    # When this database's statistics were last reset (pg_stat_database.stats_reset, ISO-8601 UTC): what they
+    # counted before is gone. None when never (a copy made with CREATE DATABASE ... TEMPLATE starts empty).
+    stats_reset: str | None = None
+
+
+class DeadRowsSource(StrEnum):
+    """Where a Postgres table's dead rows were read."""
+
+    PGSTATTUPLE = "pgstattuple"  # pgstattuple_approx: exact, from the pages themselves
+    STATISTICS = "statistics"  # pg_stat_all_tables.n_dead_tup, where the statistics are current
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,14 @@ class Relation:
     exact: bool = True
     index_bytes: int = 0
     toast_bytes: int = 0
+    # None when not known: `dead_rows_unknown` says why (Postgres statistics reset, restored or stale).
     dead_rows: int | None = None
+    # False when `rows` is the statistics' estimate (Postgres, no SELECT privilege on the table); else counted.
+    rows_exact: bool = True
+    # Postgres: what the statistics say (n_live_tup), whatever `rows` is; None without a statistics entry.
+    statistics_rows: int | None = None
+    dead_rows_source: DeadRowsSource | None = None
+    dead_rows_unknown: str | None = None
     # ISO-8601 UTC times, None when never.
     last_vacuum: str | None = None
     last_autovacuum: str | None = None
