@@ -362,6 +362,8 @@ class _Linter:
             return
         legacy_path = (DATABASE, LEGACY_CADENCE_KEY)
         legacy = resolved[LEGACY_CADENCE_KEY]
+        if isinstance(legacy, Unset):
+            warning = None  # DeerFlow refuses the file at `$VAR` resolution, before its shim can log
         legacy_line = self.source.line(*legacy_path)
         legacy_shown = self.source.shown(legacy_path, legacy)
         if branch is ShimBranch.IGNORED:
@@ -407,7 +409,6 @@ class _Linter:
         reading = _reading(legacy)
         effect = f", so the cadence is {reading.effective}," if reading.effective is not None else ""
         if isinstance(legacy, Unset):
-            warning = None
             effect = f" (its warning shows the value of ${legacy.name})"
         self.add(
             RuleCode.CK501,
