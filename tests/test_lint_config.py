@@ -239,12 +239,12 @@ def test_an_unset_legacy_variable_gets_no_deerflow_warning_in_any_branch() -> No
     # DeerFlow's resolve_env_variables raises before DatabaseConfig's shim can log (bytedance/deer-flow
     # f1f4af99, backend/packages/harness/deerflow/config/app_config.py lines 410-412 and 545-560).
     for text in (
-        "database:\n  checkpoint_delta_snapshot_frequency: $SF\n",
-        "database:\n  checkpoint_delta_snapshot_frequency: $SF\n  checkpoint_delta: {snapshot_frequency: 10}\n",
+        "database:\n  checkpoint_delta_snapshot_frequency: $MISSING\n",
+        "database:\n  checkpoint_delta_snapshot_frequency: $MISSING\n  checkpoint_delta: {snapshot_frequency: 10}\n",
     ):
         findings = lint_config_bytes(text.encode(), {}, REPO).findings
         assert [finding.deerflow_warning for finding in findings] == [None, None], findings
-        assert "Environment variable SF not found" in only(findings, "CK500", 2).message
+        assert "Environment variable MISSING not found" in only(findings, "CK500", 2).message
 
 
 def test_lost_legacy_cadence_names_both_values() -> None:
