@@ -56,6 +56,7 @@ class RuleCode(StrEnum):
     CK510 = "CK510"
     CK511 = "CK511"
     CK512 = "CK512"
+    CK513 = "CK513"
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,13 @@ RULES: dict[RuleCode, Rule] = {
             "config-upgrade replaced the cadence",
             "the .bak make config-upgrade left holds another cadence; carry it back with "
             "ckpt migrate-config --restore-from-backup and restart",
+        ),
+        Rule(
+            RuleCode.CK513,
+            Severity.ERROR,
+            "config DeerFlow loads but cannot start with",
+            "the file loads, and the process stops at startup when it builds its checkpointer; set the value the "
+            "message names",
         ),
         Rule(
             RuleCode.CK510,

@@ -81,7 +81,7 @@ def _libpq_reads(dsn: str | None) -> bool:
     from psycopg.conninfo import conninfo_to_dict
 
     if not dsn:
-        return True  # ckpt and DeerFlow both leave a missing connection_string to startup
+        return False  # the providers raise before any pool is built (see deerflow_reading)
     try:
         conninfo_to_dict(re.sub(r"^postgres(?:ql)?\+[A-Za-z0-9_]+://", "postgresql://", dsn))
     except Exception:
@@ -89,8 +89,19 @@ def _libpq_reads(dsn: str | None) -> bool:
     return True
 
 
-def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
-    """The database settings DeerFlow's loader would run with, or None when it refuses the file."""
+# Verdicts when DeerFlow cannot run with a file: AppConfig.from_file raises, or the file loads and the
+# process stops at startup (lint-config's CK500/CK503 and CK513).
+LOAD_FAILS = "load fails"
+STARTUP_FAILS = "startup fails"
+
+
+def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | str:
+    """The database settings DeerFlow's loader would run with, or the step at which it gives up.
+
+    Startup: bytedance/deer-flow f1f4af99, backend/packages/harness/deerflow/runtime/checkpointer/provider.py
+    lines 45, 75-77, 137-139 and async_provider.py lines 129-134, 171-176 (an empty postgres_url or
+    connection_string raises; any other goes to a psycopg pool, which fails on what libpq cannot read).
+    """
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "config.yaml"
         path.write_bytes(text.encode("utf-8"))
@@ -108,17 +119,17 @@ def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | No
             section = data.get("checkpointer")
             checkpointer = None if section is None else _Checkpointer.model_validate(section)
         except (yaml.YAMLError, ValueError, ValidationError, TypeError, AttributeError):
-            return None
-    if model.backend == "postgres" and not model.postgres_url:
-        return None  # the providers raise at startup: "database.postgres_url is required for the postgres backend"
+            return LOAD_FAILS
     if model.backend == "postgres" and not _libpq_reads(model.postgres_url):
-        return None  # the providers' pools fail at startup: libpq cannot read postgres_url
+        # "database.postgres_url is required for the postgres backend", or the pool fails to connect.
+        return STARTUP_FAILS
     if (
         checkpointer is not None
         and checkpointer.type == "postgres"
         and not _libpq_reads(checkpointer.connection_string)
     ):
-        return None  # the checkpointer's pool fails at startup: libpq cannot read its connection string
+        # "checkpointer.connection_string is required for the postgres backend", or the pool fails.
+        return STARTUP_FAILS
     legacy = None if checkpointer is None else (
         checkpointer.type, checkpointer.connection_string, checkpointer.postgres_schema
     )  # fmt: skip
@@ -133,11 +144,13 @@ def deerflow_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | No
     )
 
 
-def ckpt_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | None:
+def ckpt_reading(text: str, environ: dict[str, str]) -> tuple[Any, ...] | str:
     """ckpt's reading of the same text: lint-config's verdict, and the settings verify-shape would use."""
-    findings = lint_config_bytes(text.encode("utf-8"), environ, Path("/")).findings
-    if any(finding.rule in ("CK500", "CK503") for finding in findings):
-        return None
+    rules = {finding.rule for finding in lint_config_bytes(text.encode("utf-8"), environ, Path("/")).findings}
+    if rules & {"CK500", "CK503"}:
+        return LOAD_FAILS
+    if "CK513" in rules:
+        return STARTUP_FAILS
     data = load_values(text)
     chosen = read_database_settings(data, environ)
     override = chosen.checkpointer
@@ -214,9 +227,13 @@ def test_ckpt_reads_generated_database_sections_as_deerflow_does(text: str) -> N
         "models: [$MISSING]\ndatabase:\n  backend: sqlite\n",
         "\ufeffdatabase:\n  backend: postgres\n  postgres_url: $URL\n",
         "database:\n  backend: sqlite\n\ufeff  sqlite_dir: x\n",
-        # A connection string libpq cannot read: DeerFlow's pool fails at startup, ckpt says CK500.
+        # A connection string libpq cannot read: DeerFlow's pool fails at startup, ckpt says CK513.
         "database:\ncheckpointer:\n  type: postgres\n  connection_string: store.db\n",
         "database:\n  backend: postgres\n  postgres_url: store.db\n",
+        # No DSN at all: the file loads and the providers raise at startup, in either section.
+        "database:\n  backend: postgres\n",
+        "checkpointer:\n  type: postgres\n",
+        "checkpointer:\n  type: postgres\n  connection_string: ''\n",
         # database: still serves DeerFlow's app tables under a checkpointer override.
         "\ufeffdatabase:\n  backend: postgres\n  checkpoint_channel_mode: delta\ncheckpointer:\n  type: postgres\n",
     ],

@@ -62,8 +62,9 @@ EXPECTED: dict[str, list[tuple[str, int | None]]] = {
     "clean_delta": [],
     "rejected_values": [("CK500", line) for line in (5, 6, 7, 8, 9, 11, 13, 15, 16)],
     "backend_unknown": [("CK500", 2)],
-    "postgres_without_url": [("CK500", 3)],
-    "bad_dsn_scheme": [("CK500", 3)],
+    "postgres_without_url": [("CK513", 3)],
+    "checkpointer_postgres_without_url": [("CK513", 3)],
+    "bad_dsn_scheme": [("CK513", 3)],
     "database_not_mapping": [("CK500", 3)],
     "invalid_yaml": [("CK500", 4)],
     "multi_document": [("CK500", 4)],
@@ -132,7 +133,14 @@ def test_rejected_values_name_key_value_and_pydantic_reason() -> None:
 
 
 def test_a_file_deerflow_refuses_takes_no_part_in_the_cross_file_check() -> None:
-    for name in ("rejected_values", "invalid_yaml", "multi_document", "delta_null", "database_not_mapping"):
+    for name in (
+        "rejected_values",
+        "invalid_yaml",
+        "multi_document",
+        "delta_null",
+        "database_not_mapping",
+        "bad_dsn_scheme",
+    ):
         assert lint(FIXTURES / f"{name}.yaml").facts is None, name
 
 
@@ -167,6 +175,32 @@ def test_checkpointer_section_names_where_checkpoints_really_go(tmp_path: Path) 
     )
 
 
+# DeerFlow loads both files (DatabaseConfig.postgres_url and CheckpointerConfig.connection_string accept
+# "" and None) and its providers raise when the process starts: bytedance/deer-flow f1f4af99,
+# backend/packages/harness/deerflow/runtime/checkpointer/provider.py lines 45, 75-77 and 137-139,
+# runtime/checkpointer/async_provider.py lines 129-131 and 171-173 (the store providers say the same).
+STARTUP_FAILURES = {
+    "postgres_without_url": (
+        "postgres_without_url.yaml:3: CK513 error: database.backend: postgres without a postgres_url: DeerFlow "
+        'loads the file, then stops at startup with "database.postgres_url is required for the postgres backend"\n'
+    ),
+    "checkpointer_postgres_without_url": (
+        "checkpointer_postgres_without_url.yaml:3: CK513 error: checkpointer.type: postgres without a "
+        "connection_string: DeerFlow loads the file, then stops at startup with "
+        '"checkpointer.connection_string is required for the postgres backend"\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STARTUP_FAILURES))
+def test_postgres_without_a_dsn_loads_and_then_cannot_start_in_both_sections(name: str) -> None:
+    result = ckpt("--color", "never", f"{name}.yaml", cwd=FIXTURES)
+    assert result.exit_code == 1
+    assert result.stdout == STARTUP_FAILURES[name] + "\n1 config file: 1 error, 0 warnings, 0 info.\n"
+    # No process starts with it, so it shares no database with other configs.
+    assert lint(FIXTURES / f"{name}.yaml").facts is None
+
+
 def test_duplicate_database_section_names_the_one_that_counts() -> None:
     findings = lint(FIXTURES / "duplicate_keys.yaml").findings
     assert "database: is written 2 times (lines 1, 6)" in only(findings, "CK508", 1).message
@@ -199,6 +233,18 @@ def test_carried_warning_shows_the_resolved_value_as_deerflow_logs_it() -> None:
     carried = only(lint(path, {"SNAPSHOT_FREQ": "250"}).findings, "CK501", 4)
     assert carried.deerflow_warning == messages.carried_forward("250")
     assert "('250')" in carried.deerflow_warning
+
+
+def test_an_unset_legacy_variable_gets_no_deerflow_warning_in_any_branch() -> None:
+    # DeerFlow's resolve_env_variables raises before DatabaseConfig's shim can log (bytedance/deer-flow
+    # f1f4af99, backend/packages/harness/deerflow/config/app_config.py lines 410-412 and 545-560).
+    for text in (
+        "database:\n  checkpoint_delta_snapshot_frequency: $MISSING\n",
+        "database:\n  checkpoint_delta_snapshot_frequency: $MISSING\n  checkpoint_delta: {snapshot_frequency: 10}\n",
+    ):
+        findings = lint_config_bytes(text.encode(), {}, REPO).findings
+        assert [finding.deerflow_warning for finding in findings] == [None, None], findings
+        assert "Environment variable MISSING not found" in only(findings, "CK500", 2).message
 
 
 def test_lost_legacy_cadence_names_both_values() -> None:
@@ -533,7 +579,7 @@ def test_passwords_never_appear(output_format: str, tmp_path: Path) -> None:
     }
     result = ckpt("--format", output_format, *map(str, PASSWORD_FILES), env=env)
     assert result.exit_code == 1
-    assert "CK510" in result.stdout and "CK500" in result.stdout
+    assert "CK510" in result.stdout and "CK513" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
     if summary.exists():
         assert PASSWORD not in summary.read_text(encoding="utf-8")

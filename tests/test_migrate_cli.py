@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from deerflow_ckpt.config import messages
+from deerflow_ckpt.config.migrate import migrate_config_bytes
+from deerflow_ckpt.rules import Severity
 from tests.cli import CkptRun, run_ckpt
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -485,3 +487,107 @@ def test_help_lists_the_modes() -> None:
 def test_corpus_fixture_names_used_here_exist() -> None:
     for name in ("carry_basic", "crlf", "bom", "cjk", "deerflow_style", "comments_around"):
         assert (CORPUS / name / "expected.yaml").exists()
+
+
+# -- DeerFlow's warning beside ckpt's own words -----------------------------------------------------
+# What DeerFlow logs, restated from bytedance/deer-flow f1f4af99, backend/packages/harness/deerflow/config/:
+# app_config.py lines 394-431 (yaml.safe_load, so the last duplicate key and `<<` merges decide the values;
+# then resolve_env_variables, lines 545-560, which raises for an unset `$VAR` before any model runs) and
+# database_config.py lines 218-254 (the shim: nested key wins, else the legacy value is carried, with the
+# warning of lines 250-253).
+
+CARRIED = (
+    "database.checkpoint_delta_snapshot_frequency is deprecated; use database.checkpoint_delta.snapshot_frequency "
+    "instead. Carried the legacy value ({}) forward."
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "stderr"),
+    [
+        (
+            "refuse_duplicate_flat",
+            "{path}:5: warning: " + CARRIED.format(200) + "\n"
+            "{path}:5: error: duplicate key 'checkpoint_delta_snapshot_frequency' (lines 3, 5); DeerFlow silently "
+            "keeps the last one, so remove the duplicates by hand first\n"
+            "{path}: left untouched; fix it by hand as the error above says\n",
+        ),
+        (
+            "refuse_duplicate_database",
+            "{path}:6: warning: " + CARRIED.format(250) + "\n"
+            "{path}:4: error: duplicate key 'database' (lines 1, 4); DeerFlow silently keeps the last one, so "
+            "remove the duplicates by hand first\n"
+            "{path}: left untouched; fix it by hand as the error above says\n",
+        ),
+        (
+            "refuse_merge_flat",
+            "{path}:3: warning: " + CARRIED.format(100) + "\n"
+            "{path}:4: error: checkpoint_delta_snapshot_frequency reaches database: through a merge key (<<); move "
+            "it by hand\n"
+            "{path}: left untouched; fix it by hand as the error above says\n",
+        ),
+    ],
+)
+def test_a_refusal_still_prints_what_deerflow_logs(name: str, stderr: str, tmp_path: Path) -> None:
+    path = place(tmp_path / "config.yaml", name)
+    result = run("--check", str(path))
+    assert result.exit_code == 1
+    assert result.stderr == stderr.format(path=path)
+    assert path.read_bytes() == fixture(name)
+
+
+def test_an_unset_variable_gets_no_deerflow_warning_only_ckpts_note(tmp_path: Path) -> None:
+    path = place(tmp_path / "config.yaml", "env_var")
+    unset = run("--check", str(path), env={"SNAPSHOT_FREQ": None})
+    assert unset.exit_code == 1
+    assert unset.stderr == (
+        f"{path}:4: note: $SNAPSHOT_FREQ is carried verbatim: DeerFlow resolves $SNAPSHOT_FREQ when it loads the "
+        "config; $SNAPSHOT_FREQ is not set here, and where it is unset DeerFlow refuses the whole file (Environment "
+        "variable SNAPSHOT_FREQ not found for config value $SNAPSHOT_FREQ) before its legacy-key shim runs, so it "
+        "logs no warning\n"
+        f"would migrate {path}\n"
+    )
+    # Where it is set, DeerFlow logs the resolved string.
+    set_here = run("--check", str(path), env={"SNAPSHOT_FREQ": "250"})
+    assert set_here.stderr.startswith(f"{path}:4: warning: {CARRIED.format(repr('250'))}\n")
+
+
+def test_a_legacy_yes_is_not_advised_as_true(tmp_path: Path) -> None:
+    # PyYAML's YAML 1.1 reads yes as True; DeerFlow's `snapshot_frequency: int = Field(ge=1)` (database_config.py
+    # lines 74-83, pydantic lax mode) takes True as 1.
+    path = place(tmp_path / "config.yaml", "both_differ_yes")
+    result = run("--check", str(path))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"{path}:3: warning: {messages.BOTH_KEYS_SET}\n"
+        f"{path}:3: warning: the legacy value yes differs from the nested value 10 (line 4): DeerFlow already runs "
+        "with 10, and removing the flat key discards yes. yes is no cadence: DeerFlow's PyYAML (YAML 1.1) reads it "
+        "as True, which its model would take as cadence 1, a snapshot on every write; if a cadence was meant, set "
+        "database.checkpoint_delta.snapshot_frequency to that integer by hand and restart every process sharing "
+        "the database (make config-upgrade adds the default 10 next to a legacy key; 1000 was the pre-rename "
+        "default)\n"
+        f"would migrate {path}\n"
+    )
+    assert "True by hand" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("written", "advice"),
+    [
+        ("'250'", "DeerFlow reads '250' as 250. If 250 was the chosen cadence, set database.checkpoint_delta."
+         "snapshot_frequency: 250 by hand"),
+        ("010", "DeerFlow reads 010 as 8. If 8 was the chosen cadence, set database.checkpoint_delta."
+         "snapshot_frequency: 8"),
+        ("off", "off is a boolean (YAML 1.1 reads false/no/off as False), which DeerFlow rejects (must be 1 or more), "
+         "so it never was a cadence DeerFlow could run with"),
+        ("$LEGACY", "If $LEGACY holds the chosen cadence, set database.checkpoint_delta.snapshot_frequency: $LEGACY"),
+    ],
+)  # fmt: skip
+def test_a_dropped_legacy_value_is_advised_as_deerflow_would_read_it(written: str, advice: str) -> None:
+    text = (
+        "database:\n  checkpoint_channel_mode: delta\n"
+        f"  checkpoint_delta_snapshot_frequency: {written}\n  checkpoint_delta: {{snapshot_frequency: 10}}\n"
+    )
+    result = migrate_config_bytes(text.encode(), {"LEGACY": "250"})
+    (dropped,) = [d for d in result.diagnostics if d.severity is Severity.WARNING and not d.from_deerflow]
+    assert f"removing the flat key discards {written}. {advice}" in dropped.message

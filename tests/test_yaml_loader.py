@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deerflow_ckpt.config.values import SafeLoader, compose_documents, construct_values, load_values, same_value
+from deerflow_ckpt.config.yamlnodes import effective_pair
 from tests.cli import run_ckpt
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
@@ -203,3 +204,33 @@ def test_a_cadence_integer_reads_as_pydantic_reads_it(value: int) -> None:
     if value > MAX_CADENCE:
         expected = None  # ckpt refuses what no process can count to (read_cadence's docstring)
     assert read_cadence(value).effective == expected
+
+
+# PyYAML 6.0.3, DeerFlow's lock (bytedance/deer-flow f1f4af99, backend/uv.lock lines 4025-4026), builds a
+# merged mapping as: the pairs of each `<<` in turn (a list's mappings last to first), then the mapping's own
+# pairs, the last pair of a key winning (yaml/pyyaml 6.0.3, lib/yaml/constructor.py lines 180-213). PyYAML
+# 6.0.4 changed the list case, so these values are restated here, not read from the installed safe_load.
+MERGES = {
+    "a: 1\nb: 2\na: 3\n": 3,
+    "x: &x {a: 1}\nm:\n  <<: *x\n": 1,
+    "x: &x {a: 1}\nm:\n  <<: *x\n  a: 2\n": 2,
+    "x: &x {a: 1}\ny: &y {a: 2}\nm:\n  <<: [*x, *y]\n": 1,
+    "x: &x {a: 1}\ny: &y {a: 2}\nm:\n  <<: [*y, *x]\n": 2,
+    "x: &x {a: 1}\ny: &y {a: 2}\nm:\n  <<: *x\n  <<: *y\n": 2,
+    "x: &x {a: 1}\ny: &y\n  <<: *x\nm:\n  <<: *y\n": 1,
+    "x: &x {long_key_name: 1}\ny: &y {long_key_name: 2}\nm:\n  <<: [*x, *y]\n": 1,
+}
+
+
+@pytest.mark.parametrize(("text", "value"), MERGES.items())
+def test_merges_and_duplicates_resolve_as_deerflows_pyyaml(text: str, value: int) -> None:
+    """ckpt's values, and the pair it points at for a duplicate key or a `<<` merge, are DeerFlow's."""
+    data = load_values(text)
+    key = "long_key_name" if "long_key_name" in text else "a"
+    assert data.get("m", data)[key] == value
+    (root,) = compose_documents(text)
+    mapping = effective_pair(root, "m")
+    node = root if mapping is None else mapping[1]
+    assert isinstance(node, yaml.MappingNode)
+    found = effective_pair(node, key)
+    assert found is not None and found[1].value == str(value)

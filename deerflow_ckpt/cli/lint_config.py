@@ -53,7 +53,8 @@ def lint_config(
     Values are read as DeerFlow reads them: PyYAML (YAML 1.1), $VAR references resolved from this
     command's environment (an unset one is reported and its value treated as unknown), the file
     defaults, the legacy-key shim (its warnings printed verbatim) and pydantic's rules. Reported: values
-    DeerFlow refuses (CK500) and what it silently accepts: cadences read otherwise than written (true
+    DeerFlow refuses to load (CK500), settings it loads but cannot start with (CK513: Postgres without a
+    DSN) and what it silently accepts: cadences read otherwise than written (true
     as 1, 010 as 8), unknown keys it ignores, the deprecated flat key, both cadence keys set,
     checkpoint_delta in full mode, a legacy checkpointer: section that overrides database:, duplicate
     keys.

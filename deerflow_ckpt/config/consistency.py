@@ -45,7 +45,7 @@ def check_consistency(files: Sequence[tuple[str, CheckpointFacts | None]]) -> Co
     left_out: list[tuple[str, str]] = []
     for path, facts in files:
         if facts is None:
-            left_out.append((path, "DeerFlow cannot load it"))
+            left_out.append((path, "DeerFlow cannot load it or stops at startup"))
         elif isinstance(facts.database, DatabaseIdentity):
             identities.setdefault(facts.database.key, facts.database)
             groups.setdefault(facts.database.key, []).append(_Member(path, facts))

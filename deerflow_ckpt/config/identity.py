@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
@@ -34,6 +35,15 @@ class DatabaseIdentity:
     display: str
 
 
+class Refusal(Enum):
+    """When DeerFlow gives up on settings: loading the file, or starting the process that loaded it."""
+
+    # AppConfig.from_file raises (pydantic rejects a value): nothing of the file is used.
+    LOAD = "load"
+    # The file loads; the checkpointer or store provider raises when the process starts.
+    STARTUP = "startup"
+
+
 @dataclass(frozen=True)
 class Unlocated:
     """No shared database, or one ckpt cannot pin down; `reason` says which and why."""
@@ -41,8 +51,8 @@ class Unlocated:
     reason: str
     # True when the checkpoints live in no file or server at all (memory), so nothing is shared.
     in_memory: bool = False
-    # True when DeerFlow itself refuses these settings at startup.
-    refused: bool = False
+    # Set when DeerFlow itself refuses these settings, and says at which step.
+    refused: Refusal | None = None
 
 
 def postgres_identity(dsn: str, schema: str) -> DatabaseIdentity:
@@ -144,14 +154,19 @@ def checkpoint_identity(
     override = settings.checkpointer
     if override is not None:
         if override.kind is None:
-            return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=True)
+            return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=Refusal.LOAD)
         if isinstance(override.connection_string, NotAString):
-            return Unlocated(override.connection_string.problem, refused=True)
+            return Unlocated(override.connection_string.problem, refused=Refusal.LOAD)
         if override.kind == "sqlite":
             return _checkpointer_sqlite(override.connection_string, environ, cwd)
         if override.kind == "postgres":
             if not override.connection_string:
-                return Unlocated("the checkpointer: section has type postgres but no connection_string")
+                # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
+                return Unlocated(
+                    "postgres without a connection_string: DeerFlow loads the file, then stops at startup with "
+                    '"checkpointer.connection_string is required for the postgres backend"',
+                    refused=Refusal.STARTUP,
+                )
             return _postgres_or_unlocated(override.connection_string, override.postgres_schema or "")
         return Unlocated(f"the checkpointer: section has type {override.kind}: nothing is stored", in_memory=True)
     if settings.backend == "sqlite":
@@ -160,12 +175,13 @@ def checkpoint_identity(
         if settings.postgres_url is None:
             return Unlocated(f"postgres_url comes from ${settings.postgres_url_reference}, which is not set here")
         if isinstance(settings.postgres_url, NotAString):
-            return Unlocated(settings.postgres_url.problem, refused=True)
+            return Unlocated(settings.postgres_url.problem, refused=Refusal.LOAD)
         if not settings.postgres_url:
+            # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
             return Unlocated(
-                'postgres without a postgres_url: DeerFlow stops with "database.postgres_url is required for the '
-                'postgres backend"',
-                refused=True,
+                "postgres without a postgres_url: DeerFlow loads the file, then stops at startup with "
+                '"database.postgres_url is required for the postgres backend"',
+                refused=Refusal.STARTUP,
             )
         return _postgres_or_unlocated(settings.postgres_url, settings.postgres_schema)
     return Unlocated(f"backend {settings.backend}: checkpoints are kept in memory", in_memory=True)
@@ -175,4 +191,8 @@ def _postgres_or_unlocated(dsn: str, schema: str) -> DatabaseIdentity | Unlocate
     try:
         return postgres_identity(dsn, schema)
     except DsnError as exc:
-        return Unlocated(f"the PostgreSQL DSN cannot be used: {exc}", refused=True)
+        # The models take any string; the providers' pools fail on it when the process starts.
+        return Unlocated(
+            f"the PostgreSQL DSN cannot be used: {exc}; DeerFlow loads the file, then stops at startup",
+            refused=Refusal.STARTUP,
+        )

@@ -20,7 +20,7 @@ import yaml
 from deerflow_ckpt.config import fields, yamlnodes
 from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.helm import embedded_config
-from deerflow_ckpt.config.identity import DatabaseIdentity, Unlocated, checkpoint_identity
+from deerflow_ckpt.config.identity import DatabaseIdentity, Refusal, Unlocated, checkpoint_identity
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,
@@ -172,9 +172,10 @@ class _Linter:
         self.findings.append(Finding(code, line, redact(message), warning))
 
     def refused(self) -> bool:
-        """DeerFlow refuses the file whatever its environment (an unset `$VAR` refuses it only here)."""
+        """DeerFlow refuses the file, at load or at startup, whatever its environment (an unset `$VAR`
+        refuses it only here)."""
         return any(
-            finding.rule in (RuleCode.CK500, RuleCode.CK503) and finding not in self.unset_findings
+            finding.rule in (RuleCode.CK500, RuleCode.CK503, RuleCode.CK513) and finding not in self.unset_findings
             for finding in self.findings
         )
 
@@ -361,6 +362,8 @@ class _Linter:
             return
         legacy_path = (DATABASE, LEGACY_CADENCE_KEY)
         legacy = resolved[LEGACY_CADENCE_KEY]
+        if isinstance(legacy, Unset):
+            warning = None  # DeerFlow refuses the file at `$VAR` resolution, before its shim can log
         legacy_line = self.source.line(*legacy_path)
         legacy_shown = self.source.shown(legacy_path, legacy)
         if branch is ShimBranch.IGNORED:
@@ -406,7 +409,6 @@ class _Linter:
         reading = _reading(legacy)
         effect = f", so the cadence is {reading.effective}," if reading.effective is not None else ""
         if isinstance(legacy, Unset):
-            warning = None
             effect = f" (its warning shows the value of ${legacy.name})"
         self.add(
             RuleCode.CK501,
@@ -594,10 +596,11 @@ class _Linter:
         return location
 
     def check_location(self, location: DatabaseIdentity | Unlocated, section: str) -> None:
-        if isinstance(location, Unlocated) and location.refused:
+        if isinstance(location, Unlocated) and location.refused is not None:
             keys = ("connection_string", "type") if section == LEGACY_CHECKPOINTER else ("postgres_url", "backend")
             path = next(((section, key) for key in keys if self.source.pair((section, key))), (section,))
-            self.add(RuleCode.CK500, self.source.line(*path), f"{dotted(path)}: {location.reason}")
+            code = RuleCode.CK513 if location.refused is Refusal.STARTUP else RuleCode.CK500
+            self.add(code, self.source.line(*path), f"{dotted(path)}: {location.reason}")
 
     def check_checkpointer(
         self, data: dict[Any, Any], checkpointer: dict[Any, Any], location: DatabaseIdentity | Unlocated

@@ -35,6 +35,7 @@ from deerflow_ckpt.config.textspans import (
 )
 from deerflow_ckpt.config.upgrade import UPGRADER_DEFAULT
 from deerflow_ckpt.config.values import (
+    CadenceReading,
     ExpansionError,
     SafeLoader,
     ShimBranch,
@@ -255,6 +256,10 @@ class _Migrator:
         database = data.get(DATABASE) if isinstance(data, dict) else None
         if not isinstance(database, dict) or LEGACY_CADENCE_KEY not in database:
             return self.plan
+        assert isinstance(root, yaml.MappingNode)
+        # DeerFlow's shim runs on what safe_load gives, whatever ckpt refuses below: its warning is said first.
+        outcome = apply_legacy_shim(database)
+        self._deerflow_warning(root, database, outcome)
         duplicates = yamlnodes.duplicate_keys(root)
         if duplicates:
             first = duplicates[0]
@@ -265,7 +270,6 @@ class _Migrator:
                 "so remove the duplicates by hand first",
                 RuleCode.CK508,
             )
-        assert isinstance(root, yaml.MappingNode)
         database_pair = yamlnodes.find_own(root, DATABASE)
         if database_pair is None:
             raise _Refusal(None, "database: reaches the file only through a merge key (<<); edit it by hand")
@@ -296,12 +300,35 @@ class _Migrator:
                 f"{DELTA_SECTION} reaches database: through a merge key (<<); move the legacy key by hand",
             )
 
-        outcome = apply_legacy_shim(database)
         expected = copy.copy(data)
         expected[DATABASE] = outcome.database
         self.plan.expected = expected
         self._decide(root, database_key, database_node, flat_pair, delta_pair, database, outcome)
         return self.plan
+
+    def _deerflow_warning(self, root: yaml.MappingNode, database: dict[Any, Any], outcome: ShimOutcome) -> None:
+        """The line DeerFlow's shim logs for this file, at the flat key whose value safe_load keeps (the last
+        duplicate, or the one a merge brings); none when the value is a `$VAR` unset in DeerFlow's
+        environment, since resolve_env_variables then fails the load before the shim runs."""
+        assert outcome.warning is not None
+        legacy = database[LEGACY_CADENCE_KEY]
+        warning: str | None = outcome.warning
+        if isinstance(legacy, str) and legacy.startswith("$"):
+            resolved = self.environ.get(legacy[1:])
+            if resolved is None:
+                warning = None
+            elif outcome.branch is ShimBranch.CARRIED:
+                # DeerFlow resolves `$VAR` before its shim runs, so its warning shows the variable's value.
+                warning = messages.carried_forward(resolved)
+        if warning is None:
+            return
+        database_pair = yamlnodes.effective_pair(root, DATABASE)
+        flat_pair = None
+        if database_pair is not None and isinstance(database_pair[1], yaml.MappingNode):
+            flat_pair = yamlnodes.effective_pair(database_pair[1], LEGACY_CADENCE_KEY)
+        line = _line_of(flat_pair[0]) if flat_pair is not None else None
+        rule = RuleCode.CK503 if outcome.branch is ShimBranch.IGNORED else RuleCode.CK501
+        self.plan.warn(line, warning, from_deerflow=True, rule=rule)
 
     # -- deciding -------------------------------------------------------------------------------
 
@@ -317,15 +344,7 @@ class _Migrator:
     ) -> None:
         flat_key, flat_value = flat_pair
         flat_line = _line_of(flat_key)
-        assert outcome.warning is not None
-        shim_rule = RuleCode.CK503 if outcome.branch is ShimBranch.IGNORED else RuleCode.CK501
         legacy = database[LEGACY_CADENCE_KEY]
-        warning = outcome.warning
-        if outcome.branch is ShimBranch.CARRIED and isinstance(legacy, str) and legacy.startswith("$"):
-            # DeerFlow resolves `$VAR` before its shim runs, so its warning shows the variable's value.
-            resolved = self.environ.get(legacy[1:])
-            warning = messages.carried_forward(legacy if resolved is None else resolved)
-        self.plan.warn(flat_line, warning, from_deerflow=True, rule=shim_rule)
         flow = bool(database_node.flow_style)
 
         if outcome.branch is ShimBranch.IGNORED:
@@ -342,7 +361,7 @@ class _Migrator:
         if outcome.branch is ShimBranch.NESTED_WINS:
             # Said even when the file is refused below: the operator is about to lose a cadence.
             assert delta_pair is not None
-            self._report_discarded_legacy(legacy, database[DELTA_SECTION][CADENCE_KEY], flat_line, delta_pair)
+            self._report_discarded_legacy(legacy, database[DELTA_SECTION][CADENCE_KEY], flat_pair, delta_pair)
         moves_value = outcome.branch is ShimBranch.CARRIED and delta_pair is not None
         if (
             yamlnodes.use_count(root, flat_value) > 1
@@ -378,7 +397,11 @@ class _Migrator:
             )
 
     def _report_discarded_legacy(
-        self, legacy: object, nested: object, flat_line: int, delta_pair: tuple[yaml.Node, yaml.Node]
+        self,
+        legacy: object,
+        nested: object,
+        flat_pair: tuple[yaml.Node, yaml.Node],
+        delta_pair: tuple[yaml.Node, yaml.Node],
     ) -> None:
         legacy_reading, nested_reading = read_cadence(legacy), read_cadence(nested)
         if legacy_reading.effective is not None and nested_reading.effective is not None:
@@ -387,19 +410,20 @@ class _Migrator:
             differs = legacy != nested
         if not differs:
             return
+        written = self._pair(flat_pair).value_text(self.text)
+        if not written or "\n" in written:
+            written = repr(legacy)
         message = (
-            f"the legacy value {legacy!r} differs from the nested value {nested!r} "
+            f"the legacy value {written} differs from the nested value {nested!r} "
             f"(line {_line_of(delta_pair[0])}): DeerFlow already runs with {nested!r}, and removing the "
-            f"flat key discards {legacy!r}. If {legacy!r} was the chosen cadence, set "
-            f"database.{DELTA_SECTION}.{CADENCE_KEY}: {legacy!r} by hand and restart every process "
-            "sharing the database"
+            f"flat key discards {written}. {_discarded_advice(written, legacy_reading)}"
         )
         if nested_reading.effective == UPGRADER_DEFAULT:
             message += (
                 f" (make config-upgrade adds the default {UPGRADER_DEFAULT} next to a legacy key; "
                 "1000 was the pre-rename default)"
             )
-        self.plan.warn(flat_line, message, rule=RuleCode.CK502)
+        self.plan.warn(_line_of(flat_pair[0]), message, rule=RuleCode.CK502)
 
     def _check_carried_value(self, legacy: object, flat_pair: tuple[yaml.Node, yaml.Node]) -> None:
         flat_key, flat_value = flat_pair
@@ -418,16 +442,16 @@ class _Migrator:
             raise _Refusal(line, f"the value of {LEGACY_CADENCE_KEY} spans several lines; move it by hand")
         if reading.env_reference is not None:
             name = reading.env_reference
-            unset = (
-                ""
+            logged = (
+                ", and the warning it logs shows the resolved value"
                 if name in self.environ
-                else f"; ${name} is not set here, and DeerFlow refuses the whole file where it is unset "
-                f"(Environment variable {name} not found for config value ${name})"
+                else f"; ${name} is not set here, and where it is unset DeerFlow refuses the whole file "
+                f"(Environment variable {name} not found for config value ${name}) before its legacy-key shim "
+                "runs, so it logs no warning"
             )
             self.plan.note(
                 line,
-                f"{written} is carried verbatim: DeerFlow resolves ${name} when it loads the config, and the "
-                f"warning it logs shows the resolved value{unset}",
+                f"{written} is carried verbatim: DeerFlow resolves ${name} when it loads the config{logged}",
                 rule=RuleCode.CK509,
             )
         elif str(reading.effective) != written:
@@ -617,6 +641,25 @@ class _Migrator:
         insert_at = delta_span.last_line.next_start
         self.plan.edits.append(Edit(insert_at, insert_at, inserted))
         self.plan.edits.extend(self._delete_pair(flat_pair, flow))
+
+
+def _discarded_advice(written: str, reading: CadenceReading) -> str:
+    """What to do about a dropped legacy value, as DeerFlow would have read it had it been carried."""
+    target = f"database.{DELTA_SECTION}.{CADENCE_KEY}"
+    restart = "by hand and restart every process sharing the database"
+    if reading.env_reference is not None:
+        return f"If ${reading.env_reference} holds the chosen cadence, set {target}: {written} {restart}"
+    if reading.problem is None and reading.effective is not None:
+        read_as = "" if str(reading.effective) == written else f"DeerFlow reads {written} as {reading.effective}. "
+        return f"{read_as}If {reading.effective} was the chosen cadence, set {target}: {reading.effective} {restart}"
+    if reading.effective is not None:
+        # yes/on/true: YAML 1.1's True, which DeerFlow's pydantic model takes as 1 (lax mode).
+        return (
+            f"{written} is no cadence: DeerFlow's PyYAML (YAML 1.1) reads it as True, which its model would take "
+            f"as cadence {reading.effective}, a snapshot on every write; if a cadence was meant, set {target} to "
+            f"that integer {restart}"
+        )
+    return f"{written} {reading.problem}, so it never was a cadence DeerFlow could run with"
 
 
 def _decode(raw: bytes) -> tuple[bytes, str]:

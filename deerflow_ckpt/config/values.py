@@ -82,6 +82,43 @@ class SafeLoader(yaml.SafeLoader):
             if not self.flow_level:
                 self.allow_simple_key = True
 
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Resolve `<<` merges as PyYAML 6.0.3, DeerFlow's locked version, does: keys written in the mapping
+        win, then a later `<<` over an earlier one, and in a `<<: [*a, *b]` list the first mapping over the
+        ones after it. PyYAML 6.0.4 lets the last mapping of a list win, so the installed one cannot decide."""
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        for key, value in node.value:
+            if key.tag != "tag:yaml.org,2002:merge":
+                if key.tag == "tag:yaml.org,2002:value":
+                    key.tag = "tag:yaml.org,2002:str"
+                own.append((key, value))
+                continue
+            if isinstance(value, yaml.MappingNode):
+                sources = [value]
+            elif isinstance(value, yaml.SequenceNode):
+                for source in value.value:
+                    if not isinstance(source, yaml.MappingNode):
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping",
+                            node.start_mark,
+                            f"expected a mapping for merging, but found {source.id}",
+                            source.start_mark,
+                        )
+                # Later pairs win when the mapping is built: the first mapping listed goes last.
+                sources = list(reversed(value.value))
+            else:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"expected a mapping or list of mappings for merging, but found {value.id}",
+                    value.start_mark,
+                )
+            for source in sources:
+                self.flatten_mapping(source)
+                merged.extend(source.value)
+        node.value = merged + own
+
 
 class OversizedInteger(yaml.constructor.ConstructorError):
     """A decimal integer of more digits than Python converts (sys.get_int_max_str_digits()): DeerFlow's

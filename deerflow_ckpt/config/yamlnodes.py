@@ -36,6 +36,22 @@ def find_own(mapping: yaml.MappingNode, name: str) -> tuple[yaml.Node, yaml.Node
     return found
 
 
+def effective_pair(mapping: yaml.MappingNode, name: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The pair whose value yaml.safe_load gives `name` in `mapping`: the last own pair, else the one a
+    `<<` merge brings (PyYAML's flatten_mapping: a later `<<` over an earlier one, and the first mapping
+    of a merged list over the ones after it)."""
+    found = find_own(mapping, name)
+    if found is not None:
+        return found
+    for key, value in reversed(mapping.value):
+        if is_merge_key(key):
+            sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+            for source in sources:
+                if isinstance(source, yaml.MappingNode) and (merged := effective_pair(source, name)):
+                    return merged
+    return None
+
+
 def is_alias_value(key: yaml.Node, value: yaml.Node) -> bool:
     """True when `value` was written as `*alias`: its marks point back at the anchor, before the key."""
     return value.start_mark.index < key.end_mark.index
