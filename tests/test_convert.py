@@ -351,8 +351,14 @@ def test_the_output_keeps_every_schema_object_and_setting_of_the_source(
             CREATE VIEW open_runs AS SELECT id FROM runs WHERE status = 'open';
             CREATE TRIGGER runs_done AFTER UPDATE ON runs BEGIN INSERT INTO feedback VALUES (new.id, 'done'); END;
             CREATE VIRTUAL TABLE notes USING fts5(body);
+            CREATE TABLE sums (a INTEGER PRIMARY KEY, b TEXT, twice INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL)
+                WITHOUT ROWID;
+            CREATE TABLE odd (rowid TEXT, total INTEGER GENERATED ALWAYS AS (length(rowid)) STORED);
             """
         )
+        connection.executemany("INSERT INTO sums (a, b) VALUES (?, ?)", [(1, "x"), (4, "y")])
+        connection.executemany("INSERT INTO odd (rowid) VALUES (?)", [("a",), ("bb",), ("ccc",)])
+        connection.execute("DELETE FROM odd WHERE rowid = 'a'")
         connection.executemany(
             "INSERT INTO runs (thread_id, status) VALUES (?, ?)", [(f"t{i}", "open") for i in range(9)]
         )
@@ -362,11 +368,25 @@ def test_the_output_keeps_every_schema_object_and_setting_of_the_source(
         connection.executemany("INSERT INTO feedback VALUES (?, ?)", [(1, "fine"), (3, "slow")])
         connection.executemany("INSERT INTO notes VALUES (?)", [("a first note",), ("another note",)])
         connection.execute("ANALYZE")
+        # Statistics a SQLite built with STAT4 keeps; this build may lack it, and must still carry them over.
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute("CREATE TABLE IF NOT EXISTS sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)")
+        connection.execute("INSERT INTO sqlite_stat4 VALUES ('runs', 'runs_by_thread', '1 1', '0 0', '0 0', x'01')")
+        connection.execute("PRAGMA writable_schema = OFF")
     before = _digest(source)
     _convert(source, tmp_path / "out.db", TargetMode.DELTA, 10)
     assert _digest(source) == before
     schema = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name"
-    tables = ("runs", "feedback", "events", "sqlite_sequence", "sqlite_stat1", "notes_data", "notes_idx", "threads")
+    tables = (
+        "runs",
+        "feedback",
+        "events",
+        "sqlite_sequence",
+        "sqlite_stat1",
+        "sqlite_stat4",
+        "notes_data",
+        "notes_idx",
+    )
     with sqlite3.connect(source) as a, sqlite3.connect(tmp_path / "out.db") as b:
         assert a.execute(schema).fetchall() == b.execute(schema).fetchall()
         for pragma in ("user_version", "application_id", "page_size", "encoding", "auto_vacuum", "journal_mode"):
@@ -374,10 +394,13 @@ def test_the_output_keeps_every_schema_object_and_setting_of_the_source(
         for table in tables:
             if a.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)).fetchone() is None:
                 continue
-            keyed = table not in ("feedback", "notes_idx")  # WITHOUT ROWID: their keys order them
+            keyed = table not in ("feedback", "notes_idx", "sqlite_stat4")  # WITHOUT ROWID or stat4: by key
             rows = f"SELECT {'rowid, ' if keyed else ''}* FROM {table} ORDER BY 1, 2"
             assert a.execute(rows).fetchall() == b.execute(rows).fetchall(), table
         assert b.execute("SELECT rowid FROM notes WHERE notes MATCH 'another'").fetchall() == [(2,)]
+        assert b.execute("SELECT * FROM sums ORDER BY a").fetchall() == [(1, "x", 2), (4, "y", 8)]
+        # A column named rowid: the rowid itself is still kept, under another of its names.
+        assert b.execute("SELECT _rowid_, rowid, total FROM odd").fetchall() == [(2, "bb", 2), (3, "ccc", 3)]
         assert b.execute("SELECT * FROM open_runs").fetchall() == a.execute("SELECT * FROM open_runs").fetchall()
         assert b.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         b.execute("UPDATE runs SET status = 'done' WHERE id = 3")  # the trigger is live in the output
@@ -413,6 +436,54 @@ def test_converting_in_parallel_writes_what_one_process_writes(built_sqlite: Bui
     with sqlite3.connect(tmp_path / "out1.db") as one, sqlite3.connect(tmp_path / "out3.db") as three:
         assert one.execute(rows).fetchall() == three.execute(rows).fetchall()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch database is left
+
+
+def test_catch_up_keeps_every_row_and_rowid(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A caught-up output holds every row of the source with the source's rowid, as a fresh conversion would,
+    the carried threads' rows included (converted in two processes)."""
+    manifest = built_sqlite.manifest
+    source, output = tmp_path / "deerflow.db", tmp_path / "converted.db"
+    shutil.copy(built_sqlite.db, source)
+    _convert(source, output, TargetMode.DELTA, 3)
+    _invoke_turns(source, manifest, "clean-delta-k1", "respond", 1, "later")
+    choice = DatabaseChoice(SqliteTarget(source), "test")
+    convert(ConvertRequest(choice, ConversionSettings(TargetMode.DELTA, 3), output, catch_up=True, jobs=2))
+    _convert(source, tmp_path / "fresh.db", TargetMode.DELTA, 3)
+    rows = "SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata FROM checkpoints ORDER BY rowid"
+    keys = "SELECT rowid, thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ORDER BY rowid"
+    with sqlite3.connect(source) as a, sqlite3.connect(output) as b, sqlite3.connect(tmp_path / "fresh.db") as c:
+        assert b.execute(keys).fetchall() == a.execute(keys).fetchall()
+        assert b.execute(rows).fetchall() == c.execute(rows).fetchall()
+
+
+def test_a_utf16_store_and_a_thread_id_that_is_not_utf8_convert(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A database in UTF-16 converts into UTF-16, to what its UTF-8 twin converts to; a thread id whose stored
+    text is not UTF-8 is converted by exactly its bytes."""
+    source, twin = tmp_path / "deerflow.db", tmp_path / "utf16.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as a, sqlite3.connect(twin) as b:
+        b.execute("PRAGMA encoding = 'UTF-16le'")
+        for name, sql in a.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'").fetchall():
+            b.execute(sql)
+            columns = len(a.execute(f"SELECT * FROM {name} LIMIT 1").description)
+            b.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * columns)})", a.execute(f"SELECT * FROM {name}"))
+    with sqlite3.connect(source) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"UPDATE {table} SET thread_id = CAST(x'66ff80' AS TEXT) WHERE thread_id = 'clean-full'")
+    reports = {
+        name: _convert(path, tmp_path / f"{name}.out.db", TargetMode.DELTA, 3)
+        for name, path in (("utf8", source), ("utf16", twin))
+    }
+    odd = [t for t in reports["utf8"].threads if t.thread_id.encode("utf-8", "surrogateescape") == b"f\xff\x80"]
+    assert len(odd) == 1 and odd[0].refused is None and odd[0].rewritten == odd[0].checkpoints
+    rows = "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata FROM checkpoints ORDER BY 1, 2, 3"
+    with sqlite3.connect(tmp_path / "utf8.out.db") as a, sqlite3.connect(tmp_path / "utf16.out.db") as b:
+        a.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
+        assert b.execute("PRAGMA encoding").fetchone() == ("UTF-16le",)
+        renamed = [("clean-full" if row[0] == odd[0].thread_id else row[0], *row[1:]) for row in a.execute(rows)]
+        assert sorted(b.execute(rows).fetchall()) == sorted(renamed)
+        stored = "SELECT count(*) FROM checkpoints WHERE thread_id = CAST(x'66ff80' AS TEXT)"
+        assert a.execute(stored).fetchone() == (odd[0].checkpoints,)
 
 
 def _hostile_snapshot_checkpoint(connection: sqlite3.Connection, thread_id: str) -> str:

@@ -9,7 +9,6 @@ proof's fold (analysis/conversion.py), so each read materialises what it did bef
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -39,6 +38,7 @@ from deerflow_ckpt.store.convert_sqlite import (
     catch_up,
     copy_database,
     file_bytes,
+    part_beside,
     read_record,
     record_path,
     sidecars,
@@ -50,7 +50,7 @@ from deerflow_ckpt.store.convert_sqlite import (
 from deerflow_ckpt.store.history import SqliteLineageHistories
 from deerflow_ckpt.store.lean import ext_header
 from deerflow_ckpt.store.messages import HistoryCheckpoint, LineageHistory, StoredMessage
-from deerflow_ckpt.store.readers import open_reader
+from deerflow_ckpt.store.readers import LineageReader, open_reader
 from deerflow_ckpt.store.records import Backend, Lineage, Shape
 from deerflow_ckpt.store.rewrite import RowChange, RowNotRewritable
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
@@ -257,18 +257,15 @@ def _convert_sqlite(
             report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
         reader, _ = open_reader(target, sizes=False)
-        shares = share_selections(reader, min(request.jobs, MAX_CONVERTED_PARTS), selection.thread_ids)
-        parts = [_part_path(copy, share) for share in shares]
+        shares = _shares(reader, min(request.jobs, MAX_CONVERTED_PARTS), selection)
+        parts = [part_beside(copy, share) for share in shares]
         work = functools.partial(_convert_share, target, request.settings)
         for threads in run_shares(work, shares, progress):
             report.threads.extend(threads)
         write_output(written, copy, parts, wal, carried)
         report.tables_after = table_bytes(written)
-        os.replace(written, output)
-        for companion in sidecars(output):
-            companion.unlink(missing_ok=True)  # an empty -wal/-shm of the previous output (checked above)
-        report.disk_after = file_bytes(output)
         refused = {**report.still_refused, **{t.thread_id: t.refused or "" for t in report.refused}}
+        # The record first: an output is never without the record a catch-up needs, whenever a signal lands.
         write_record(
             output,
             {
@@ -278,15 +275,24 @@ def _convert_sqlite(
                 "refused": refused,
             },
         )
+        os.replace(written, output)
+        for companion in sidecars(output):
+            companion.unlink(missing_ok=True)  # an empty -wal/-shm of the previous output (checked above)
+        report.disk_after = file_bytes(output)
     finally:
         for scratch in (copy, *parts, written):
             for leftover in (scratch, *sidecars(scratch)):
                 leftover.unlink(missing_ok=True)
 
 
-def _part_path(copy: Path, share: ThreadSelection) -> Path:
-    """Where one share keeps its converted rows: named by its threads, so the main process knows every name."""
-    return copy.with_name(f"{copy.name}.converted-{hashlib.sha256(repr(share).encode()).hexdigest()[:16]}")
+def _shares(reader: LineageReader, jobs: int, selection: ThreadSelection) -> list[ThreadSelection]:
+    """Thread ranges of about equal checkpoint counts, or named threads (--thread, a catch-up's changed ones)
+    dealt round-robin: any thread may be converted by any process, as the output joins every part by key."""
+    named = selection.thread_ids
+    if named is None or jobs <= 1 or len(named) < 2:
+        return share_selections(reader, jobs, named)
+    parts = min(jobs, len(named))
+    return [ThreadSelection(thread_ids=named[part::parts]) for part in range(parts)]
 
 
 def _convert_share(
@@ -294,7 +300,7 @@ def _convert_share(
 ) -> list[ThreadConversion]:
     """One range of threads, converted into a scratch database of its own (in a worker process, or here)."""
     histories = SqliteLineageHistories(copy)
-    writer = SqliteRowWriter(copy.path, _part_path(copy.path, share))
+    writer = SqliteRowWriter(copy.path, part_beside(copy.path, share))
     try:
         with without_cycle_collector():
             return _convert_threads(copy, histories.history, writer, share, settings, progress)

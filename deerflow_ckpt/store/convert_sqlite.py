@@ -1,18 +1,19 @@
 """The SQLite side of `ckpt convert`: a consistent copy of the source, converted rows kept apart, an output
 written fresh.
 
-The source is read once, by SQLite's online backup API on a read-only connection (a live writer is fine:
-the copy is one consistent state of the database). Everything else reads the copy, a temporary file beside
-the output that nothing writes: the scan and the proof, and the rewrite's row lookups. Each converting
-process keeps its converted rows in a scratch database of its own, each thread in a savepoint that a refused
-thread rolls back. The output is then
-written once, as VACUUM INTO would write the copy, with the converted rows in place of the copy's: the
-replaced rows (a full-mode store's lists, most of its bytes) are neither read again nor written. Tables
-other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are carried over as stored.
+The source is read once, by SQLite's online backup API on a read-only connection (a live writer is fine: the
+copy is one consistent state of the database). Everything else reads the copy, a temporary file beside the
+output that nothing writes: the scan and the proof, and the rewrite's row lookups. Each converting process
+keeps its converted rows in a scratch database of its own, each thread in a savepoint that a refused thread
+rolls back. The output is then written once, as VACUUM INTO would write the copy, with the converted rows in
+place of the copy's: the replaced rows (a full-mode store's lists, most of its bytes) are neither read again
+nor written. Tables other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are carried over
+as stored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -32,6 +33,7 @@ from deerflow_ckpt.store.rewrite import (
 )
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly
+from deerflow_ckpt.store.sqlite_text import key_in, lossless_text, text_parameter
 
 
 def temporary_beside(output: Path) -> Path:
@@ -101,6 +103,7 @@ def catch_up(copy: Path, previous: Path) -> tuple[list[str], list[str]]:
     """The threads to convert again (new or changed since the previous output was written, text ids only) and
     those whose converted rows the previous output already holds (carried over when the output is written)."""
     connection = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
+    connection.text_factory = lossless_text
     try:
         connection.execute("ATTACH DATABASE ? AS previous", (_readonly_uri(previous),))
         fresh, before = _thread_rows(connection, "main"), _thread_rows(connection, "previous")
@@ -123,11 +126,17 @@ _CONVERTED_TABLE = """
 CREATE TABLE converted (thread_id TEXT, checkpoint_ns TEXT, checkpoint_id TEXT, checkpoint BLOB, metadata BLOB,
                         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))
 """
-_CONVERTED_ROW = "INSERT INTO converted VALUES (?, ?, ?, ?, ?)"
-_ROW = "SELECT type, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-_ROW_WITH_DATA = """
-SELECT type, metadata, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+_CONVERTED_ROW = "INSERT INTO converted VALUES ({thread}, {ns}, {id}, ?, ?)"
+_ROW = """
+SELECT type, metadata{data} FROM checkpoints
+WHERE thread_id = {thread} AND checkpoint_ns = {ns} AND checkpoint_id = {id}
 """
+
+
+def _keyed(query: str, key: tuple[str, str, str], **parts: str) -> tuple[str, list[Any]]:
+    """`query` with its key bound as the readers bind keys: a thread id that is not UTF-8 as its stored bytes."""
+    (thread, thread_value), (ns, ns_value), (checkpoint, id_value) = (text_parameter("?", value) for value in key)
+    return query.format(thread=thread, ns=ns, id=checkpoint, **parts), [thread_value, ns_value, id_value]
 
 
 class SqliteRowWriter:
@@ -138,8 +147,16 @@ class SqliteRowWriter:
         self.path = copy
         self.converted = converted
         self._rows = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
-        self._connection = sqlite3.connect(converted, isolation_level=None)
+        self._rows.text_factory = lossless_text
         try:
+            self._connection = sqlite3.connect(converted, isolation_level=None)
+        except sqlite3.Error as exc:
+            self._rows.close()
+            raise StoreError(f"preparing {converted} failed: {exc}") from None
+        try:
+            # The output attaches it, and SQLite attaches only databases in the main one's text encoding.
+            (encoding,) = self._rows.execute("PRAGMA encoding").fetchone()
+            self._connection.execute(f"PRAGMA encoding = '{encoding}'")
             # A scratch file: a crash costs a re-run, so no journal on disk and no fsync.
             self._connection.execute("PRAGMA journal_mode = MEMORY")
             self._connection.execute("PRAGMA synchronous = OFF")
@@ -148,16 +165,18 @@ class SqliteRowWriter:
             self.close()
             raise StoreError(f"preparing {converted} failed: {exc}") from None
 
-    def read(self, query: str, parameters: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def read(self, key: tuple[str, str, str], with_data: bool) -> tuple[Any, ...] | None:
+        query, parameters = _keyed(_ROW, key, data=", checkpoint" if with_data else "")
         try:
             found: tuple[Any, ...] | None = self._rows.execute(query, parameters).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.path} failed: {exc}") from None
         return found
 
-    def keep(self, row: tuple[Any, ...]) -> None:
+    def keep(self, key: tuple[str, str, str], checkpoint: bytes | None, metadata: bytes | str | None) -> None:
+        query, parameters = _keyed(_CONVERTED_ROW, key)
         try:
-            self._connection.execute(_CONVERTED_ROW, row)
+            self._connection.execute(query, (*parameters, checkpoint, metadata))
         except sqlite3.Error as exc:
             raise StoreError(f"writing {self.converted} failed: {exc}") from None
 
@@ -202,7 +221,7 @@ class SqliteLineageRewrite:
         its own value, so `fold_identity` (Postgres's one-value-per-version check) is not needed here."""
         key = (*self._key, checkpoint_id)
         reads_data = stores_now or messages is not None
-        row = self._writer.read(_ROW_WITH_DATA if reads_data else _ROW, key)
+        row = self._writer.read(key, reads_data)
         if row is None:
             raise RowNotRewritable(f"checkpoint {checkpoint_id}'s key is not stored as text")
         kind, metadata = row[0], row[1]
@@ -221,7 +240,7 @@ class SqliteLineageRewrite:
             new_data = rewritten if rewritten != data else None
         changed = metadata_changed or new_data is not None
         if changed:
-            self._writer.keep((*key, new_data, new_metadata if metadata_changed else None))
+            self._writer.keep(key, new_data, new_metadata if metadata_changed else None)
         return RowChange(before, after, changed)
 
     def finish(self) -> tuple[int, int]:
@@ -234,13 +253,19 @@ class SqliteLineageRewrite:
 MAX_CONVERTED_PARTS = 8
 
 
+def part_beside(copy: Path, share: object) -> Path:
+    """Where one share of the threads keeps its converted rows: named by the share, so the process that
+    handed it out knows every name and removes them all, whichever process made them."""
+    return copy.with_name(f"{copy.name}.converted-{hashlib.sha256(repr(share).encode()).hexdigest()[:16]}")
+
+
 def write_output(
     output: Path, copy: Path, parts: list[Path], wal: bool, carried: tuple[Path, list[str]] | None = None
 ) -> None:
     """Write `output` as VACUUM INTO would write the copy, with the converted rows of `parts` in place of the
-    copy's own (and with `carried`, a catch-up: the previous output's rows of the threads it names). Nothing
-    is written twice and the copy's replaced rows are never read: a full-mode store's lists are most of its
-    bytes."""
+    copy's own (and with `carried`, a catch-up: the previous output's rows of the threads it names), then make
+    it durable. Nothing is written twice and the copy's replaced rows are never read: a full-mode store's
+    lists are most of its bytes."""
     settings = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
     try:
         encoding, page_size, auto_vacuum, user_version, application_id = (
@@ -252,6 +277,7 @@ def write_output(
     finally:
         settings.close()
     connection = sqlite3.connect(output, isolation_level=None)
+    connection.text_factory = lossless_text
     try:
         # What must be set before the first table, as VACUUM sets it; the database is written once, unjournaled.
         connection.execute(f"PRAGMA encoding = '{encoding}'")
@@ -275,6 +301,12 @@ def write_output(
         raise StoreError(f"writing {output} failed: {exc}") from None
     finally:
         connection.close()
+    # Written unsynced, for speed; the operator swaps this file in for the live one, so it is on disk first.
+    descriptor = os.open(output, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 # The schema in VACUUM's order: tables (sqlite_sequence comes with the first AUTOINCREMENT table), their rows,
@@ -288,29 +320,28 @@ _DEFINITIONS = """
 SELECT type, name, tbl_name, sql FROM copy.sqlite_schema
 WHERE type IN ('view', 'trigger') OR (type = 'table' AND rootpage = 0) ORDER BY rowid
 """
-# The statistics tables cannot be created by name; ANALYZE of the schema table alone creates them empty.
-_STATISTICS = ("sqlite_stat1", "sqlite_stat4")
+# The planner's statistics tables (sqlite_stat1, and stat2 to stat4 of builds that kept them) cannot be created
+# by name, and this build may not know one the source's did: each is created from its stored definition.
+_STATISTICS_PREFIX = "sqlite_stat"
 
 
 def _copy_schema_and_rows(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
     tables = connection.execute(_TABLES).fetchall()
-    statistics = [name for name, _ in tables if name in _STATISTICS]
-    for name, sql in tables:
-        if name not in _STATISTICS:
+    connection.execute("PRAGMA writable_schema = ON")
+    try:
+        for _, sql in tables:
             connection.execute(sql)
-    if statistics:
-        connection.execute("ANALYZE main.sqlite_schema")
+    finally:
+        connection.execute("PRAGMA writable_schema = OFF")
     names = [name for name, _ in tables]
     if connection.execute("SELECT 1 FROM copy.sqlite_schema WHERE name = 'sqlite_sequence'").fetchone():
         names.append("sqlite_sequence")
     for name in names:
-        quoted = _quote(name)
         if name == "checkpoints":
             _copy_checkpoints(connection, parts, carried)
-        elif name in _STATISTICS or name == "sqlite_sequence":
-            connection.execute(f"DELETE FROM main.{quoted}")
-            connection.execute(f"INSERT INTO main.{quoted} SELECT * FROM copy.{quoted}")
         else:
+            if name == "sqlite_sequence":
+                connection.execute("DELETE FROM main.sqlite_sequence")  # rows the CREATE of a table may have made
             connection.execute(_rows_with_rowids(connection, name))
     for (sql,) in connection.execute(_INDEXES).fetchall():
         connection.execute(sql)
@@ -325,57 +356,71 @@ def _copy_schema_and_rows(connection: sqlite3.Connection, parts: int, carried: t
         connection.execute("PRAGMA writable_schema = OFF")
 
 
+def _stored_columns(connection: sqlite3.Connection, table: str) -> list[str]:
+    """The columns a table stores values of: not its generated ones, which SQLite computes."""
+    query = "SELECT name FROM pragma_table_xinfo(?, 'copy') WHERE hidden NOT IN (2, 3) ORDER BY cid"
+    return [row[0] for row in connection.execute(query, (table,))]
+
+
+def _rowid_name(connection: sqlite3.Connection, table: str, columns: list[str]) -> str | None:
+    """How to name the table's rowid (a column may have taken the name `rowid`), or None for a WITHOUT ROWID
+    table (asked by selecting it, which works on every SQLite version)."""
+    taken = {column.lower() for column in columns}
+    alias = next((name for name in ("rowid", "_rowid_", "oid") if name not in taken), None)
+    if alias is None:
+        return None
+    try:
+        connection.execute(f"SELECT {alias} FROM copy.{_quote(table)} LIMIT 0")
+    except sqlite3.OperationalError:
+        return None
+    return alias
+
+
 def _rows_with_rowids(connection: sqlite3.Connection, name: str) -> str:
-    """The INSERT that copies a table's rows, their rowids kept where the table has them (a plain INSERT ...
+    """The INSERT that copies a table's stored columns, its rowids kept where it has them (a plain INSERT ...
     SELECT * numbers them afresh, and an app may keep them)."""
     quoted = _quote(name)
-    columns = [row[1] for row in connection.execute("SELECT * FROM pragma_table_info(?, 'copy')", (name,))]
-    if not _has_rowids(connection, quoted) or "rowid" in (column.lower() for column in columns):
-        return f"INSERT INTO main.{quoted} SELECT * FROM copy.{quoted}"
+    columns = _stored_columns(connection, name)
     listed = ", ".join(_quote(column) for column in columns)
-    return f"INSERT INTO main.{quoted} (rowid, {listed}) SELECT rowid, {listed} FROM copy.{quoted} ORDER BY rowid"
-
-
-def _has_rowids(connection: sqlite3.Connection, quoted: str) -> bool:
-    """False for a WITHOUT ROWID table (asked this way, it works on every SQLite version)."""
-    try:
-        connection.execute(f"SELECT rowid FROM copy.{quoted} LIMIT 0")
-    except sqlite3.OperationalError:
-        return False
-    return True
+    rowid = _rowid_name(connection, name, columns)
+    if rowid is None:
+        return f"INSERT INTO main.{quoted} ({listed}) SELECT {listed} FROM copy.{quoted}"
+    return f"INSERT INTO main.{quoted} ({rowid}, {listed}) SELECT {rowid}, {listed} FROM copy.{quoted} ORDER BY {rowid}"
 
 
 def _copy_checkpoints(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
-    """The copy's checkpoint rows in their order, rowids kept, each converted column from the part that
-    converted its thread (coalesce reads the copy's value only where none was); a catch-up's carried threads
-    from the previous output instead."""
-    columns = [row[1] for row in connection.execute("SELECT * FROM pragma_table_info('checkpoints', 'copy')")]
-    converted = ("checkpoint", "metadata")
-    chosen = [
-        f"coalesce({', '.join(f'k{n}.{_quote(c)}' for n in range(parts))}, c.{_quote(c)})"
-        if c in converted and parts
-        else f"c.{_quote(c)}"
-        for c in columns
-    ]
+    """The copy's checkpoint rows in their order, rowids kept: a catch-up's carried threads with the previous
+    output's values, the others with each converted column from the part that converted their thread
+    (coalesce reads the copy's value only where none was)."""
+    columns = _stored_columns(connection, "checkpoints")
+    key = ("thread_id", "checkpoint_ns", "checkpoint_id")
     joins = "".join(
-        f" LEFT JOIN converted{n}.converted AS k{n} ON k{n}.thread_id = c.thread_id"
-        f" AND k{n}.checkpoint_ns = c.checkpoint_ns AND k{n}.checkpoint_id = c.checkpoint_id"
+        f" LEFT JOIN converted{n}.converted AS k{n} ON " + " AND ".join(f"k{n}.{column} = c.{column}" for column in key)
         for n in range(parts)
     )
-    listed = ", ".join(_quote(c) for c in columns)
-    carried_ids = json.dumps(carried[1] if carried is not None else [])
-    connection.execute(
-        f"INSERT INTO main.checkpoints (rowid, {listed}) SELECT c.rowid, {', '.join(chosen)} "
-        f"FROM copy.checkpoints AS c{joins} "
-        "WHERE c.thread_id NOT IN (SELECT value FROM json_each(?)) ORDER BY c.rowid",
-        (carried_ids,),
-    )
+    parameters: list[Any] = []
     if carried is not None:
-        connection.execute(
-            f"INSERT INTO main.checkpoints ({listed}) SELECT {listed} FROM previous.checkpoints "
-            "WHERE thread_id IN (SELECT value FROM json_each(?))",
-            (carried_ids,),
-        )
+        condition, carried_ids = key_in("c.thread_id", "?", carried[1])
+        joins += " LEFT JOIN previous.checkpoints AS p ON " + " AND ".join(f"p.{c} = c.{c}" for c in key)
+        joins += f" AND {condition}"
+        parameters.append(carried_ids)
+
+    def chosen(column: str) -> str:
+        value = f"c.{_quote(column)}"
+        if column in ("checkpoint", "metadata") and parts:
+            value = f"coalesce({', '.join(f'k{n}.{_quote(column)}' for n in range(parts))}, {value})"
+        if carried is not None and column not in key:
+            # A carried row's values are the previous output's, NULLs included.
+            value = f"CASE WHEN p.thread_id IS NULL THEN {value} ELSE p.{_quote(column)} END"
+        return value
+
+    listed = ", ".join(_quote(c) for c in columns)
+    selected = ", ".join(chosen(c) for c in columns)
+    connection.execute(
+        f"INSERT INTO main.checkpoints (rowid, {listed}) SELECT c.rowid, {selected} "
+        f"FROM copy.checkpoints AS c{joins} ORDER BY c.rowid",
+        parameters,
+    )
 
 
 def _quote(name: str) -> str:
