@@ -143,9 +143,16 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings, end_
     if a_first is None or a_last is None or b_first is None or b_last is None:
         return None
     skew = settings.clock_skew_ns
-    if a_last.time_ns <= b_first.time_ns + skew:
+    a_then_b = a_last.time_ns <= b_first.time_ns + skew
+    b_then_a = b_last.time_ns <= a_first.time_ns + skew
+    if a_then_b and b_then_a:
+        # All inside the skew (an instant restart at machine speed): the one still writing later is the newer.
+        # The raw times only name the change; no verdict rests on this order (judge_thread excuses it).
+        a_then_b = (a_last.time_ns, a_first.time_ns) <= (b_last.time_ns, b_first.time_ns)
+        b_then_a = not a_then_b
+    if a_then_b:
         return Change(a, b, ChangeKind.CLEAN, b_first, a_last)
-    if b_last.time_ns <= a_first.time_ns + skew:
+    if b_then_a:
         return Change(b, a, ChangeKind.CLEAN, a_first, b_last)
     if a_first.time_ns <= b_first.time_ns:
         older, newer, newer_first, older_last, newer_last = a, b, b_first, a_last, b_last
@@ -300,7 +307,7 @@ def build_timeline(
             if other is not current:
                 relation = _relation(other, current, settings, end_ns)
                 relations[index] = None if relation is None else _with_threads(relation, settings)
-        prior = _prior(classes, current, settings)
+        prior = _prior(classes, current, settings, end_ns)
         # The changes on the way to the class in force, in the order the classes began.
         steps = [*prior, current]
         path = [
@@ -326,29 +333,18 @@ def _current(
     return None
 
 
-def _prior(classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings) -> list[CadenceClass]:
-    """The classes the one in force took over from: those already writing before it began (its first write
-    any other cadence cannot explain), if they ran one after another; else none.
-
-    An old worker left running counts (it was writing before). Where several cadences were already side by
-    side before it, there was no single cadence in force then, so nothing before it can be called history;
-    and a cadence in force from the start took over from nothing.
-    """
-    began = _began(current, classes, settings)
-    if began is None:
-        return []
-    older = [
+def _prior(
+    classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings, end_ns: int | None
+) -> list[CadenceClass]:
+    """The classes the one in force took over from: those whose change into it (clean, rolling or
+    concurrent: an old worker left running counts) has it as the newer cadence, in the order they began."""
+    return [
         other
         for other in classes
         if other is not current
-        and (first := other.first_time_ns) is not None
-        and first + settings.clock_skew_ns < began
+        and (relation := _relation(other, current, settings, end_ns)) is not None
+        and relation.newer is current
     ]
-    for a, b in itertools.combinations(older, 2):
-        relation = _relation(a, b, settings)
-        if relation is None or relation.kind is ChangeKind.CONCURRENT:
-            return []
-    return older
 
 
 def _began(current: CadenceClass, classes: list[CadenceClass], settings: TimelineSettings) -> int | None:
@@ -401,7 +397,7 @@ class Verdict(StrEnum):
     """What the timeline makes of one thread's cadence evidence against the cadence in force."""
 
     FITS = "fits"  # every epoch admits the cadence in force
-    HISTORY = "history"  # other cadences wrote only before the one in force took over
+    HISTORY = "history"  # other cadences wrote it only before the one in force began (within the skew)
     ROLLING = "rolling"  # another cadence wrote inside a rolling change's window
     CONCURRENT = "concurrent"  # another cadence wrote after the one in force took over, or nothing is ordered
     UNKNOWN = "unknown"  # no class in force, or evidence without a readable write time
@@ -466,19 +462,24 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     if latest is None:
         return ThreadJudgement(Verdict.UNKNOWN)
     cadence_class = timeline.class_of(epoch)
-    change = timeline.relation_to_current(cadence_class)
     other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
     in_prior = cadence_class is not None and cadence_class in timeline.prior
     began = timeline.began_against(cadence_class) if in_prior else timeline.current_since_ns()
-    settings = timeline.settings
-    if not timeline.settled or began is None:
+    if began is None:
         return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began)
-    if latest.time_ns <= began + settings.clock_skew_ns:
+    skew = timeline.settings.clock_skew_ns
+    # Inside the skew no write is after another: a cadence that wrote this thread no later than that after the
+    # one in force began never wrote it after the change, whatever kind of change it was.
+    if latest.time_ns <= began + skew:
         return ThreadJudgement(Verdict.HISTORY, counter, interval, other, began)
+    change = timeline.relation_to_current(cadence_class)
     rolling = change is not None and change.newer is timeline.current and change.kind is ChangeKind.ROLLING
-    if rolling and latest.time_ns <= began + settings.rolling_window_ns:
+    if rolling and latest.time_ns <= began + timeline.settings.rolling_window_ns:
         return ThreadJudgement(Verdict.ROLLING, counter, interval, other, began)
-    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, in_prior)
+    # "An old process still writes" needs the old cadence clearly writing before the one in force began.
+    first = cadence_class.first_time_ns if cadence_class is not None else None
+    leftover = in_prior and first is not None and first + skew < began
+    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, leftover)
 
 
 # Time slices of inspect summary's cadence chart in JSON (the text chart fits the terminal's width).
