@@ -64,13 +64,13 @@ class CadenceClass:
     epochs: list[Epoch] = field(default_factory=list)
     lower: int | None = None
     upper: int | None = None
-    # Where a scan kept its epochs' first-time fronts apart, by the epochs' bounds (FirstEvidence).
+    # Where a scan kept its epochs' first-time fronts apart, by the epochs' evidence bounds (FirstEvidence).
     first_evidence: dict[tuple[int | None, int | None], FirstEvidence] = field(default_factory=dict)
 
     @cached_property
     def fronts(self) -> Fronts:
         """Its epochs' fronts together; merged only when another class needs comparing with it."""
-        bounds = {epoch.bounds for epoch in self.epochs}
+        bounds = {epoch.evidence_bounds for epoch in self.epochs}
         kept_apart = [self.first_evidence[b].fronts() for b in bounds if b in self.first_evidence]
         return merge_fronts([*(epoch.fronts for epoch in self.epochs), *kept_apart])
 
@@ -167,15 +167,6 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings, end_
     return Change(older, newer, ChangeKind.ROLLING if within else ChangeKind.CONCURRENT, newer_first, older_last)
 
 
-def class_bounds(epoch: Epoch) -> tuple[int | None, int | None]:
-    """The epoch's K bounds as evidence of a class. One closed interval that merely meets the counters
-    below it pins no K: the snapshot and its parent may be two processes (the first snapshot of a smaller-K
-    process after a change, on a step that wrote messages), so only the lower bound counts."""
-    if epoch.closed == 1 and epoch.lower is not None and epoch.lower == epoch.upper:
-        return epoch.lower, None
-    return epoch.lower, epoch.upper
-
-
 def _admits(bounds: tuple[int | None, int | None], cadence: int) -> bool:
     lower, upper = bounds
     return (lower is None or lower <= cadence) and (upper is None or cadence <= upper)
@@ -183,7 +174,7 @@ def _admits(bounds: tuple[int | None, int | None], cadence: int) -> bool:
 
 def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
     """The fewest K values every epoch admits one of (greedy by upper bound), one class each."""
-    bounds = [class_bounds(e) for e in epochs]
+    bounds = [e.evidence_bounds for e in epochs]
     bounded = sorted((b for b in bounds if b[1] is not None), key=lambda b: b[1] or 0)
     points: list[int | None] = []
     for epoch_bounds in bounded:
@@ -195,7 +186,7 @@ def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
 
 
 def _admits_point(epoch: Epoch, point: int | None) -> bool:
-    bounds = class_bounds(epoch)
+    bounds = epoch.evidence_bounds
     return bounds[1] is None if point is None else _admits(bounds, point)
 
 
@@ -233,7 +224,7 @@ class Timeline:
         if self.current is None:
             return True
         if self.expected is not None:
-            return _admits(class_bounds(epoch), self.expected)
+            return _admits(epoch.evidence_bounds, self.expected)
         return _admits_point(epoch, self.current.point)
 
     def relation_to_current(self, cadence_class: CadenceClass | None) -> Change | None:
@@ -258,6 +249,25 @@ class Timeline:
             return None
         began = _began(current, self.classes, self.settings)
         return began if began is not None else current.first_time_ns
+
+    def written_after_current(self) -> list[tuple[CadenceClass, Mark]]:
+        """Other cadences that wrote what the one in force cannot explain after it began, beyond the clock skew,
+        with their last such write: an old worker, a stray or a later process (a rolling change's old cadence
+        inside its window is not one)."""
+        current = self.current
+        if current is None:
+            return []
+        lower, upper = (self.expected, self.expected) if self.expected is not None else (current.lower, current.upper)
+        found = []
+        for index, other in enumerate(self.classes):
+            relation = self.relations.get(index)
+            if other is current or (relation is not None and relation.kind is ChangeKind.ROLLING):
+                continue
+            began = self.began_against(other) if other in self.prior else self.current_since_ns()
+            last = other.fronts.last_against(lower, upper)
+            if last is not None and began is not None and last.time_ns > began + self.settings.clock_skew_ns:
+                found.append((other, last))
+        return found
 
 
 def build_timeline(
@@ -286,8 +296,8 @@ def build_timeline(
         else:
             ambiguous.append(epoch)
     for cadence_class in classes:
-        lowers = [lower for e in cadence_class.epochs if (lower := class_bounds(e)[0]) is not None]
-        uppers = [upper for e in cadence_class.epochs if (upper := class_bounds(e)[1]) is not None]
+        lowers = [lower for e in cadence_class.epochs if (lower := e.evidence_bounds[0]) is not None]
+        uppers = [upper for e in cadence_class.epochs if (upper := e.evidence_bounds[1]) is not None]
         cadence_class.lower = max(lowers, default=None)
         cadence_class.upper = min(uppers, default=None)
     classes = [c for c in classes if c.epochs]
