@@ -347,14 +347,21 @@ def _prior(
     classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings, end_ns: int | None
 ) -> list[CadenceClass]:
     """The classes the one in force took over from: those whose change into it (clean, rolling or
-    concurrent: an old worker left running counts) has it as the newer cadence, in the order they began."""
-    return [
+    concurrent: an old worker left running counts) has it as the newer cadence, if they ran one after
+    another; else none. Where several were already side by side before it, no single cadence was in force
+    then, so it took over from none of them (their threads are still judged by time, see _judge_epoch)."""
+    older = [
         other
         for other in classes
         if other is not current
         and (relation := _relation(other, current, settings, end_ns)) is not None
         and relation.newer is current
     ]
+    for a, b in itertools.combinations(older, 2):
+        relation = _relation(a, b, settings, end_ns)
+        if relation is None or relation.kind is ChangeKind.CONCURRENT:
+            return []
+    return older
 
 
 def _began(current: CadenceClass, classes: list[CadenceClass], settings: TimelineSettings) -> int | None:

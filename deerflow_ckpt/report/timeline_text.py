@@ -39,7 +39,7 @@ def in_force_line(timeline: Timeline | None) -> str | None:
     else:
         why = "every other cadence changed into it"
     line = f"in force: {label} since {format_time(timeline.current_since_ns())}, {why}"
-    into = [c for c in timeline.relations.values() if c is not None and c.newer is current]
+    into = [c for c in timeline.relations.values() if c is not None and c.older in timeline.prior]
     if into:
         changes = ", ".join(f"a {c.kind.value} change from {c.older.label} at {format_time(c.at_ns)}" for c in into)
         line += f", after {changes}"
