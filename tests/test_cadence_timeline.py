@@ -17,11 +17,12 @@ import pytest
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.shape import ShapeSettings, check_lineage
+from deerflow_ckpt.analysis.timeline import DEFAULT_CLOCK_SKEW_NS
 from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.clock import boundary_id, format_time, write_time_ns
 from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
-from fixtures.dbbuilder.manifest import Manifest
+from fixtures.dbbuilder.manifest import Manifest, ThreadRecord
 from fixtures.dbbuilder.timelines import NEW_K, OLD_K
 from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
@@ -344,7 +345,7 @@ def test_inspect_summary_shows_the_timeline(built_timelines: Builder, backend: s
     # Before the restart only K=1000 writes, after it only K=10: the rows never share a time slice.
     assert max(i for i, n in enumerate(old_row) if n) < min(i for i, n in enumerate(new_row) if n)
     text = run_ckpt("inspect", "summary", "--db", built.db).stdout
-    assert "Cadence over time" in text and f"in force now: K={NEW_K} since {change['at']}" in text
+    assert "Cadence over time" in text and f"in force: K={NEW_K} since {change['at']}, every other cadence" in text
     assert "clean change" in text and "█" in text
 
 
@@ -403,3 +404,88 @@ def test_summary_chart_on_an_ascii_terminal(built_timelines: Builder) -> None:
     old_cells, new_cells = old.split("|")[1], new.split("|")[1]
     assert set(old_cells) == {"#", "."} == set(new_cells)
     assert old_cells.rindex("#") < new_cells.index("#")
+
+
+# -- machine speed: changes inside the clock skew (timelines.py, instant-*) ------------------------------
+
+
+def _span(manifest: Manifest) -> tuple[int, int]:
+    times = [write_time_ns(c.checkpoint_id) or 0 for t in manifest.threads for c in t.checkpoints]
+    return min(times), max(times)
+
+
+def _last_old_write(thread: ThreadRecord) -> int | None:
+    """When a K=1000 writer last wrote the thread (None: never)."""
+    old = [c for c in thread.checkpoints if c.writer is not None and thread.writers[c.writer].cadence == OLD_K]
+    return max((write_time_ns(c.checkpoint_id) or 0 for c in old), default=None)
+
+
+@pytest.mark.slow
+def test_an_instant_restart_is_history_on_every_thread(
+    built_timelines: Builder, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pause at the restart, turns 10 ms apart: the whole database is written inside the clock skew, so the
+    order of old and new writes is not known, and nothing may be an error because of it."""
+    built = built_timelines(backend, "instant-switch")
+    first, last = _span(built.manifest)
+    assert last - first < DEFAULT_CLOCK_SKEW_NS, "the fixture writes everything inside the skew"
+    for cadence in (NEW_K, None):
+        report = _scan(built, cadence)
+        assert [f.rule for f in report.findings] == ["CK205"], (cadence, report.findings)
+        assert report.timeline is not None and report.timeline.current is not None
+        assert report.timeline.current.label == f"K={NEW_K}" and report.timeline.prior
+    monkeypatch.chdir(tmp_path)
+    code, document = cli_json("--config", str(config_for(built, tmp_path, NEW_K)))
+    assert code == 0 and [f["rule"] for f in document["findings"]] == ["CK205"]  # type: ignore[union-attr]
+    text = run_ckpt("verify-shape", "--db", built.db, "--cadence", str(NEW_K)).stdout
+    (in_force,) = [line.strip() for line in text.splitlines() if line.strip().startswith("in force:")]
+    assert in_force.startswith(f"in force: K={NEW_K} since ") and "the expected cadence" in in_force
+    assert "after a clean change from K>=" in in_force and "also wrote" not in in_force
+
+
+@pytest.mark.slow
+def test_a_rolling_window_ending_near_the_last_write_flags_only_threads_the_old_cadence_wrote_after(
+    built_timelines: Builder, backend: str
+) -> None:
+    """The old pods stop about 5 s before the last write, after writing odd threads for 10 s past the restart:
+    called concurrent. Threads the old cadence never wrote after K=10 began (even ones, and one only the old
+    cadence ever wrote) get no finding; nothing is an error on the strength of an order inside the skew."""
+    built = built_timelines(backend, "instant-rolling")
+    moment = switch_time(built.manifest)
+    _, last = _span(built.manifest)
+    skew = DEFAULT_CLOCK_SKEW_NS
+    late = {t.thread_id for t in built.manifest.threads if (_last_old_write(t) or 0) > moment + skew}
+    untouched = {t.thread_id for t in built.manifest.threads if (_last_old_write(t) or 0) < moment}
+    assert late and untouched and not late & untouched
+    assert any(t.thread_id.endswith("old-only") for t in built.manifest.threads if t.thread_id in untouched)
+    stopped = max(_last_old_write(t) or 0 for t in built.manifest.threads)
+    assert 0 < last - stopped < 10 * 10**9, "the old cadence stops seconds before the last write"
+    report = _scan(built, NEW_K)
+    assert report.timeline is not None and report.timeline.current is not None
+    errors = {f.thread_id for f in report.findings if f.severity.value == "error"}
+    assert errors == late
+    assert not set(thread_findings(report)) & untouched
+    # The old cadence's first write is inside the skew of the restart: not provably "an old process still
+    # writing" (CK207), but its writes 10 s after the restart are errors.
+    assert "CK207" not in {f.rule for f in report.findings}
+    for finding in report.findings:
+        if finding.thread_id in late and finding.severity.value == "error":
+            assert "still wrote" in finding.message or "which K=10 cannot write" in finding.message
+    unexpected = _scan(built)
+    assert not {f.thread_id for f in unexpected.findings if f.severity.value == "error"}
+
+
+@pytest.mark.slow
+def test_threads_the_old_cadence_never_touched_after_the_switch_get_no_error(
+    built_timelines: Builder, backend: str
+) -> None:
+    """In every kind of change (clean, rolling, concurrent; simulated clock and machine speed), a thread whose
+    old-cadence writes all precede the restart keeps no error."""
+    for scenario in ("clean-switch", "rolling-switch", "concurrent-writers", "instant-switch", "instant-rolling"):
+        built = built_timelines(backend, scenario)
+        moment = switch_time(built.manifest)
+        untouched = {t.thread_id for t in built.manifest.threads if (_last_old_write(t) or 0) < moment}
+        assert untouched, scenario
+        report = _scan(built, NEW_K)
+        errors = {f.thread_id for f in report.findings if f.severity.value == "error"}
+        assert not errors & untouched, (scenario, errors & untouched)

@@ -63,7 +63,7 @@ def test_one_epoch_path_equals_the_general_cut(built_sqlite: BuiltDatabase, buil
             assert sunk == general.without_first_fronts()
             expected = FirstEvidence()
             expected.add(general.fronts)
-            assert sink == {general.bounds: expected}
+            assert sink == {general.evidence_bounds: expected}
             compared += 1
     assert compared >= 30
 

@@ -193,7 +193,7 @@ def test_summary(built: BuiltDatabase) -> None:
     text = run("summary", *db_args(built))
     assert text.exit_code == 0, text.output
     assert "Inferred K across threads" in text.stdout and "Heaviest threads" in text.stdout
-    assert "Cadence over time" in text.stdout and "no single cadence in force" in text.stdout
+    assert "Cadence over time" in text.stdout and "in force: none; " in text.stdout
     table = run("summary", *db_args(built), "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(table.stdout)))
     assert {int(r["lower"]): int(r["count"]) for r in rows if r["metric"] == "inferred_cadence"} == dict(inferred)

@@ -179,3 +179,33 @@ def test_a_cadence_with_no_write_times_does_not_hide_the_one_in_force() -> None:
     epochs = [e for found in by_thread.values() for e in found] + untimed
     timeline = build_timeline(epochs, TimelineSettings(), None)
     assert timeline.current is not None and timeline.current.label == "K=10"
+
+
+def test_a_clean_change_is_history_whatever_the_pause() -> None:
+    """Every process restarted at once, after no pause up to a long one: the old cadence's threads are history
+    and the change is said once, whether or not the whole database fits inside the clock skew."""
+    for pause in (0.0, 0.5, 3, 6, 12, 600):
+        every = 0.01
+        old_end = 8 * 20 * every
+        threads = [
+            Thread(f"t{i}")
+            .run(1000, i * every, old_end, 8 * every)
+            .run(10, old_end + pause + i * every, 2 * old_end + pause, 8 * every)
+            for i in range(8)
+        ]
+        for expected in (10, None):
+            by_thread, timeline = timeline_of(threads, expected)
+            assert timeline.current is not None and timeline.current.label == "K=10", (pause, expected)
+            findings = judge_in_time(timeline, by_thread, {})
+            assert [f.rule for f in findings] == ["CK205"], (pause, expected, findings)
+
+
+def test_no_error_rests_on_an_order_inside_the_clock_skew() -> None:
+    """An old writer that went on up to 4 s after the new one began: nothing is after anything inside the 5 s
+    skew, so the thread is history; 8 s after, then silent, a rolling change's thread (a warning); on to the
+    end, a concurrent writer's (an error)."""
+    moved = [Thread(f"t{i}").run(1000, i, 600, 5).run(10, 600 + i, 1200, 5) for i in range(4)]
+    for late_by, verdict in ((4, Verdict.HISTORY), (8, Verdict.ROLLING), (600, Verdict.CONCURRENT)):
+        straggler = Thread("straggler").run(1000, 0, 600 + late_by + 0.5, 1)
+        by_thread, timeline = timeline_of([*moved, straggler], 10)
+        assert judge_thread(timeline, by_thread["straggler"]).verdict is verdict, late_by

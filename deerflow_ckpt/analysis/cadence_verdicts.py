@@ -82,7 +82,7 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
     written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
     began = judgement.since_ns
     skew = timeline.settings.clock_skew_ns
-    history = timeline.settled and written is not None and began is not None and written < began - skew
+    history = written is not None and began is not None and written < began - skew
     mark = judgement.counter if finding.rule == RuleCode.CK201 else judgement.interval
     if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
         return None

@@ -200,6 +200,11 @@ class Epoch:
     def bounds(self) -> tuple[int | None, int | None]:
         return self.lower, self.upper
 
+    @property
+    def evidence_bounds(self) -> tuple[int | None, int | None]:
+        """Its bounds as evidence of a cadence class (see `evidence_bounds`): what decides its class."""
+        return evidence_bounds(self.lower, self.upper, self.closed)
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Plain tuples to and from a scan's worker processes: a slots dataclass would pickle a dict each.
         fronts = tuple(tuple((m.value, m.checkpoint_id, m.step) for m in marks) for marks in (
@@ -218,6 +223,15 @@ class Epoch:
 
     def admits(self, cadence: int) -> bool:
         return (self.lower is None or self.lower <= cadence) and (self.upper is None or cadence <= self.upper)
+
+
+def evidence_bounds(lower: int | None, upper: int | None, closed: int) -> tuple[int | None, int | None]:
+    """An epoch's K bounds as evidence of a cadence class. One closed interval that merely meets the counters
+    below it pins no K: the snapshot and its parent may be two processes (the first snapshot of a smaller-K
+    process after a change, on a step that wrote messages), so only the lower bound counts."""
+    if closed == 1 and lower is not None and lower == upper:
+        return lower, None
+    return lower, upper
 
 
 def _unpickle_epoch(
@@ -258,6 +272,7 @@ def _evidence(graph: LineageGraph, profile: CadenceProfile) -> list[tuple[int | 
     return evidence
 
 
+# First-time fronts kept apart by the epochs' evidence bounds: epochs with the same ones fall in the same class.
 FirstSink = dict[tuple[int | None, int | None], FirstEvidence]
 
 
@@ -281,7 +296,7 @@ def lineage_epochs(graph: LineageGraph, profile: CadenceProfile, sink: FirstSink
     if sink is None:
         return epochs
     for epoch in epochs:
-        sink.setdefault(epoch.bounds, FirstEvidence()).add(epoch.fronts)
+        sink.setdefault(epoch.evidence_bounds, FirstEvidence()).add(epoch.fronts)
     return [epoch.without_first_fronts() for epoch in epochs]
 
 
@@ -320,9 +335,10 @@ def _single_epoch(
     if sink is None:
         first_low, first_highs = _marks(_thinned(rises)), _marks(first_high)
     else:
-        first_seen = sink.get((bounds.lower, bounds.upper))
+        key = evidence_bounds(bounds.lower, bounds.upper, len(cadence_events))
+        first_seen = sink.get(key)
         if first_seen is None:
-            first_seen = sink[bounds.lower, bounds.upper] = FirstEvidence()
+            first_seen = sink[key] = FirstEvidence()
         first_seen.add_earliest(_thinned(rises), first_high)
         first_low = first_highs = ()
     return Epoch(

@@ -93,7 +93,7 @@ class DatabaseSummary(StoreCounts):
             self.changed += len(shown.epochs) > 1
             for inspected in shown.epochs:
                 epoch = inspected.epoch
-                self.first_evidence.setdefault(epoch.bounds, FirstEvidence()).add(epoch.fronts)
+                self.first_evidence.setdefault(epoch.evidence_bounds, FirstEvidence()).add(epoch.fronts)
                 self.epochs.append(epoch.without_first_fronts())
 
     def timeline(self, settings: InspectSettings) -> Timeline:

@@ -64,13 +64,13 @@ class CadenceClass:
     epochs: list[Epoch] = field(default_factory=list)
     lower: int | None = None
     upper: int | None = None
-    # Where a scan kept its epochs' first-time fronts apart, by the epochs' bounds (FirstEvidence).
+    # Where a scan kept its epochs' first-time fronts apart, by the epochs' evidence bounds (FirstEvidence).
     first_evidence: dict[tuple[int | None, int | None], FirstEvidence] = field(default_factory=dict)
 
     @cached_property
     def fronts(self) -> Fronts:
         """Its epochs' fronts together; merged only when another class needs comparing with it."""
-        bounds = {epoch.bounds for epoch in self.epochs}
+        bounds = {epoch.evidence_bounds for epoch in self.epochs}
         kept_apart = [self.first_evidence[b].fronts() for b in bounds if b in self.first_evidence]
         return merge_fronts([*(epoch.fronts for epoch in self.epochs), *kept_apart])
 
@@ -143,9 +143,16 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings, end_
     if a_first is None or a_last is None or b_first is None or b_last is None:
         return None
     skew = settings.clock_skew_ns
-    if a_last.time_ns <= b_first.time_ns + skew:
+    a_then_b = a_last.time_ns <= b_first.time_ns + skew
+    b_then_a = b_last.time_ns <= a_first.time_ns + skew
+    if a_then_b and b_then_a:
+        # All inside the skew (an instant restart at machine speed): the one still writing later is the newer.
+        # The raw times only name the change; no verdict rests on this order (judge_thread excuses it).
+        a_then_b = (a_last.time_ns, a_first.time_ns) <= (b_last.time_ns, b_first.time_ns)
+        b_then_a = not a_then_b
+    if a_then_b:
         return Change(a, b, ChangeKind.CLEAN, b_first, a_last)
-    if b_last.time_ns <= a_first.time_ns + skew:
+    if b_then_a:
         return Change(b, a, ChangeKind.CLEAN, a_first, b_last)
     if a_first.time_ns <= b_first.time_ns:
         older, newer, newer_first, older_last, newer_last = a, b, b_first, a_last, b_last
@@ -160,15 +167,6 @@ def _relation(a: CadenceClass, b: CadenceClass, settings: TimelineSettings, end_
     return Change(older, newer, ChangeKind.ROLLING if within else ChangeKind.CONCURRENT, newer_first, older_last)
 
 
-def class_bounds(epoch: Epoch) -> tuple[int | None, int | None]:
-    """The epoch's K bounds as evidence of a class. One closed interval that merely meets the counters
-    below it pins no K: the snapshot and its parent may be two processes (the first snapshot of a smaller-K
-    process after a change, on a step that wrote messages), so only the lower bound counts."""
-    if epoch.closed == 1 and epoch.lower is not None and epoch.lower == epoch.upper:
-        return epoch.lower, None
-    return epoch.lower, epoch.upper
-
-
 def _admits(bounds: tuple[int | None, int | None], cadence: int) -> bool:
     lower, upper = bounds
     return (lower is None or lower <= cadence) and (upper is None or cadence <= upper)
@@ -176,7 +174,7 @@ def _admits(bounds: tuple[int | None, int | None], cadence: int) -> bool:
 
 def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
     """The fewest K values every epoch admits one of (greedy by upper bound), one class each."""
-    bounds = [class_bounds(e) for e in epochs]
+    bounds = [e.evidence_bounds for e in epochs]
     bounded = sorted((b for b in bounds if b[1] is not None), key=lambda b: b[1] or 0)
     points: list[int | None] = []
     for epoch_bounds in bounded:
@@ -188,7 +186,7 @@ def _stab(epochs: Sequence[Epoch]) -> list[CadenceClass]:
 
 
 def _admits_point(epoch: Epoch, point: int | None) -> bool:
-    bounds = class_bounds(epoch)
+    bounds = epoch.evidence_bounds
     return bounds[1] is None if point is None else _admits(bounds, point)
 
 
@@ -226,7 +224,7 @@ class Timeline:
         if self.current is None:
             return True
         if self.expected is not None:
-            return _admits(class_bounds(epoch), self.expected)
+            return _admits(epoch.evidence_bounds, self.expected)
         return _admits_point(epoch, self.current.point)
 
     def relation_to_current(self, cadence_class: CadenceClass | None) -> Change | None:
@@ -251,6 +249,25 @@ class Timeline:
             return None
         began = _began(current, self.classes, self.settings)
         return began if began is not None else current.first_time_ns
+
+    def written_after_current(self) -> list[tuple[CadenceClass, Mark]]:
+        """Other cadences that wrote what the one in force cannot explain after it began, beyond the clock skew,
+        with their last such write: an old worker, a stray or a later process (a rolling change's old cadence
+        inside its window is not one)."""
+        current = self.current
+        if current is None:
+            return []
+        lower, upper = (self.expected, self.expected) if self.expected is not None else (current.lower, current.upper)
+        found = []
+        for index, other in enumerate(self.classes):
+            relation = self.relations.get(index)
+            if other is current or (relation is not None and relation.kind is ChangeKind.ROLLING):
+                continue
+            began = self.began_against(other) if other in self.prior else self.current_since_ns()
+            last = other.fronts.last_against(lower, upper)
+            if last is not None and began is not None and last.time_ns > began + self.settings.clock_skew_ns:
+                found.append((other, last))
+        return found
 
 
 def build_timeline(
@@ -279,8 +296,8 @@ def build_timeline(
         else:
             ambiguous.append(epoch)
     for cadence_class in classes:
-        lowers = [lower for e in cadence_class.epochs if (lower := class_bounds(e)[0]) is not None]
-        uppers = [upper for e in cadence_class.epochs if (upper := class_bounds(e)[1]) is not None]
+        lowers = [lower for e in cadence_class.epochs if (lower := e.evidence_bounds[0]) is not None]
+        uppers = [upper for e in cadence_class.epochs if (upper := e.evidence_bounds[1]) is not None]
         cadence_class.lower = max(lowers, default=None)
         cadence_class.upper = min(uppers, default=None)
     classes = [c for c in classes if c.epochs]
@@ -300,7 +317,7 @@ def build_timeline(
             if other is not current:
                 relation = _relation(other, current, settings, end_ns)
                 relations[index] = None if relation is None else _with_threads(relation, settings)
-        prior = _prior(classes, current, settings)
+        prior = _prior(classes, current, settings, end_ns)
         # The changes on the way to the class in force, in the order the classes began.
         steps = [*prior, current]
         path = [
@@ -326,26 +343,22 @@ def _current(
     return None
 
 
-def _prior(classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings) -> list[CadenceClass]:
-    """The classes the one in force took over from: those already writing before it began (its first write
-    any other cadence cannot explain), if they ran one after another; else none.
-
-    An old worker left running counts (it was writing before). Where several cadences were already side by
-    side before it, there was no single cadence in force then, so nothing before it can be called history;
-    and a cadence in force from the start took over from nothing.
-    """
-    began = _began(current, classes, settings)
-    if began is None:
-        return []
+def _prior(
+    classes: list[CadenceClass], current: CadenceClass, settings: TimelineSettings, end_ns: int | None
+) -> list[CadenceClass]:
+    """The classes the one in force took over from: those whose change into it (clean, rolling or
+    concurrent: an old worker left running counts) has it as the newer cadence, if they ran one after
+    another; else none. Where several were already side by side before it, no single cadence was in force
+    then, so it took over from none of them (their threads are still judged by time, see _judge_epoch)."""
     older = [
         other
         for other in classes
         if other is not current
-        and (first := other.first_time_ns) is not None
-        and first + settings.clock_skew_ns < began
+        and (relation := _relation(other, current, settings, end_ns)) is not None
+        and relation.newer is current
     ]
     for a, b in itertools.combinations(older, 2):
-        relation = _relation(a, b, settings)
+        relation = _relation(a, b, settings, end_ns)
         if relation is None or relation.kind is ChangeKind.CONCURRENT:
             return []
     return older
@@ -401,7 +414,7 @@ class Verdict(StrEnum):
     """What the timeline makes of one thread's cadence evidence against the cadence in force."""
 
     FITS = "fits"  # every epoch admits the cadence in force
-    HISTORY = "history"  # other cadences wrote only before the one in force took over
+    HISTORY = "history"  # other cadences wrote it only before the one in force began (within the skew)
     ROLLING = "rolling"  # another cadence wrote inside a rolling change's window
     CONCURRENT = "concurrent"  # another cadence wrote after the one in force took over, or nothing is ordered
     UNKNOWN = "unknown"  # no class in force, or evidence without a readable write time
@@ -466,19 +479,24 @@ def _judge_epoch(timeline: Timeline, epoch: Epoch, lower: int | None, upper: int
     if latest is None:
         return ThreadJudgement(Verdict.UNKNOWN)
     cadence_class = timeline.class_of(epoch)
-    change = timeline.relation_to_current(cadence_class)
     other = cadence_class.label if cadence_class is not None else bounds_label(epoch.lower, epoch.upper)
     in_prior = cadence_class is not None and cadence_class in timeline.prior
     began = timeline.began_against(cadence_class) if in_prior else timeline.current_since_ns()
-    settings = timeline.settings
-    if not timeline.settled or began is None:
+    if began is None:
         return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began)
-    if latest.time_ns <= began + settings.clock_skew_ns:
+    skew = timeline.settings.clock_skew_ns
+    # Inside the skew no write is after another: a cadence that wrote this thread no later than that after the
+    # one in force began never wrote it after the change, whatever kind of change it was.
+    if latest.time_ns <= began + skew:
         return ThreadJudgement(Verdict.HISTORY, counter, interval, other, began)
+    change = timeline.relation_to_current(cadence_class)
     rolling = change is not None and change.newer is timeline.current and change.kind is ChangeKind.ROLLING
-    if rolling and latest.time_ns <= began + settings.rolling_window_ns:
+    if rolling and latest.time_ns <= began + timeline.settings.rolling_window_ns:
         return ThreadJudgement(Verdict.ROLLING, counter, interval, other, began)
-    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, in_prior)
+    # "An old process still writes" needs the old cadence clearly writing before the one in force began.
+    first = cadence_class.first_time_ns if cadence_class is not None else None
+    leftover = in_prior and first is not None and first + skew < began
+    return ThreadJudgement(Verdict.CONCURRENT, counter, interval, other, began, leftover)
 
 
 # Time slices of inspect summary's cadence chart in JSON (the text chart fits the terminal's width).

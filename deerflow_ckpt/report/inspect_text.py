@@ -33,9 +33,10 @@ from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes
-from deerflow_ckpt.analysis.timeline import CHART_CELLS, ChangeKind, Timeline, timeline_chart
+from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
 from deerflow_ckpt.analysis.what_if import WhatIf
 from deerflow_ckpt.report.printable import printable
+from deerflow_ckpt.report.timeline_text import in_force_line
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
@@ -429,19 +430,16 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
             f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"
             f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
         )
-    current = timeline.current
-    if current is not None:
-        console.print(f"  in force now: {current.label} since {format_time(timeline.current_since_ns())}")
-    elif timeline.expected is not None:
-        console.print(Text(f"  the expected K={timeline.expected} is no cadence written here", style="bold red"))
-    elif any(change.kind is ChangeKind.CONCURRENT for change in timeline.changes):
-        console.print(Text("  no single cadence in force: cadences wrote side by side", style="bold red"))
-    else:
-        console.print("  no single cadence in force: too few timed writes to order the cadences")
+    in_force = in_force_line(timeline)
+    if in_force is not None:
+        console.print(Text(f"  {in_force}", style="" if timeline.current is not None else "bold red"))
     if changed:
         console.print(f"  {_plural(changed, 'conversation')} written at more than one cadence (several epochs)")
     if timeline.ambiguous:
-        console.print(f"  {_plural(len(timeline.ambiguous), 'epoch')} too short to tell which cadence wrote them")
+        console.print(
+            f"  {_plural(len(timeline.ambiguous), 'epoch')} fit more than one of these cadences (too few snapshots to "
+            "tell which wrote them; judged against the one in force)"
+        )
 
 
 def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console, timeline: Timeline) -> None:

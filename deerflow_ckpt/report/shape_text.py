@@ -9,6 +9,7 @@ from rich.text import Text
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.printable import printable
+from deerflow_ckpt.report.timeline_text import in_force_line
 from deerflow_ckpt.rules import RULES, Severity
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
@@ -20,27 +21,25 @@ _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Sever
 def _cadence_line(report: ScanReport) -> str:
     if report.expected_cadence is not None:
         return f"expected cadence K={report.expected_cadence} (from {printable(report.cadence_source)})"
-    timeline = report.timeline
-    if timeline is not None and timeline.current is not None:
-        since = timeline.current_since_ns()
-        return f"expected cadence unknown; in force now: {timeline.current.label} since {format_time(since)}"
+    if report.timeline is not None and report.timeline.current is not None:
+        return "expected cadence unknown"
     inferred = ", ".join(f"K={k} x{n}" for k, n in sorted(report.inferred_cadences.items())) or "none settled"
     return f"expected cadence unknown; inferred per thread: {inferred}"
 
 
 def _timeline_lines(report: ScanReport) -> list[str]:
-    """The cadence classes in time order and how each change happened (nothing for a single cadence)."""
+    """What is in force and why, then the cadence classes in time order and how each change happened."""
     timeline = report.timeline
+    in_force = in_force_line(timeline)
+    lines = [in_force] if in_force is not None else []
     if timeline is None or len(timeline.classes) < 2:
-        return []
+        return lines
     classes = ", ".join(
         f"{c.label} {format_time(c.first_time_ns)}..{format_time(c.last_time_ns)} "
         f"({c.threads} thread{'s' if c.threads != 1 else ''})"
         for c in timeline.classes
     )
-    lines = [f"cadences over time: {classes}"]
-    if timeline.current is not None and report.expected_cadence is not None:
-        lines.append(f"  in force: {timeline.current.label} since {format_time(timeline.current_since_ns())}")
+    lines.append(f"cadences over time: {classes}")
     for change in timeline.changes:
         lines.append(
             f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"

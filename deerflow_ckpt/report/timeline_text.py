@@ -1,0 +1,50 @@
+"""The cadence in force, and why, in one line: shared by verify-shape's and inspect's text reports."""
+
+from __future__ import annotations
+
+from deerflow_ckpt.analysis.timeline import ChangeKind, Timeline
+from deerflow_ckpt.store.clock import format_time
+
+
+def _names(labels: list[str]) -> str:
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + f" and {labels[-1]}"
+
+
+def in_force_line(timeline: Timeline | None) -> str | None:
+    """'in force: K=10 since T, <why>[, after <the change into it>][; <who else wrote after it began>]'.
+
+    None when no conversation bounds K (nothing to say beyond the threads' own cadences).
+    """
+    if timeline is None or not timeline.classes:
+        return None
+    current = timeline.current
+    if current is None:
+        if timeline.expected is not None:
+            written = _names([c.label for c in timeline.classes])
+            return f"in force: none; no cadence written here ({written}) admits the expected K={timeline.expected}"
+        concurrent = [c for c in timeline.changes if c.kind is ChangeKind.CONCURRENT]
+        if not concurrent:
+            return "in force: unknown; too few timed writes to order the cadences"
+        names = _names([c.label for c in timeline.classes])
+        start, end = min(c.at_ns for c in concurrent), max(c.older_last.time_ns for c in concurrent)
+        return (
+            f"in force: none; {names} wrote side by side from {format_time(start)} to {format_time(end)}, beyond "
+            "the rolling window (pass --cadence K to judge every thread against yours)"
+        )
+    label = f"K={timeline.expected}" if timeline.expected is not None else current.label
+    if timeline.expected is not None:
+        why = "the expected cadence"
+    elif len(timeline.classes) == 1:
+        why = "the only cadence written here"
+    else:
+        why = "every other cadence changed into it"
+    line = f"in force: {label} since {format_time(timeline.current_since_ns())}, {why}"
+    into = [c for c in timeline.relations.values() if c is not None and c.older in timeline.prior]
+    if into:
+        changes = ", ".join(f"a {c.kind.value} change from {c.older.label} at {format_time(c.at_ns)}" for c in into)
+        line += f", after {changes}"
+    after = timeline.written_after_current()
+    if after:
+        last = max(mark.time_ns for _, mark in after)
+        line += f"; {_names([c.label for c, _ in after])} also wrote after it began, until {format_time(last)}"
+    return line
