@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
-from deerflow_ckpt.config.location import checkpointer_sqlite_file, sqlite_file
+from deerflow_ckpt.config.discovery import checkpointer_sqlite_file, sqlite_file
 from deerflow_ckpt.dsn import URI_SCHEME, DsnError, libpq_parameters, normalize_dsn
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.redact import redact
