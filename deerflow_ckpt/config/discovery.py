@@ -188,8 +188,8 @@ def _dotenv_notes(path: Path, parsed: dotenv_file.DotenvFile) -> tuple[str, ...]
     for name in dict.fromkeys(marked):
         bare = name.lstrip(dotenv_file.BYTE_ORDER_MARK)
         notes.append(
-            f"{path} starts with a byte-order mark: DeerFlow's python-dotenv (1.2.2) reads its first name as "
-            f"'\\ufeff{bare}', not {bare}, so ${bare} is not set by it (save the file as UTF-8 without BOM)"
+            f"{path} starts with a byte-order mark: DeerFlow's python-dotenv (1.2.2) keeps it in the first name, "
+            f"U+FEFF then {bare}, so ${bare} is not set by it (save the file as UTF-8 without BOM)"
         )
     if parsed.unparsable_lines:
         lines = ", ".join(str(line) for line in parsed.unparsable_lines)
@@ -373,7 +373,8 @@ class _Launch:
 
 def _launches(environment: DeerFlowEnvironment, cwd: Path, config_path: Path | None) -> list[_Launch]:
     """Started where ckpt runs (DeerFlow's own rule, evaluated here); make dev's gateway in the checkout's
-    backend/ with serve.sh's exports; beside the config and in its backend/ when the checkout is unknown."""
+    backend/ with serve.sh's exports, then one started in the checkout's root; beside the config and in its
+    backend/ when the checkout is unknown."""
     here = resolved(cwd)
     launches = [_Launch(here, environment, "a DeerFlow process started in the working directory")]
     checkout = environment.checkout
@@ -387,6 +388,7 @@ def _launches(environment: DeerFlowEnvironment, cwd: Path, config_path: Path | N
                 "make dev / make start's gateway, which runs in backend/",
             )
         )
+        launches.append(_Launch(checkout, environment, "a DeerFlow process started in the checkout's root"))
     elif config_path is not None:
         config_dir = resolved(config_path).parent
         for directory in (config_dir, config_dir / "backend"):
@@ -535,8 +537,9 @@ def last_written(path: Path) -> str:
 def _last_write(path: Path) -> float:
     times = [path.stat().st_mtime]
     wal = Path(f"{path}-wal")
-    if wal.is_file():
-        times.append(wal.stat().st_mtime)
+    # An empty -wal is no write: any reader of a WAL database (ckpt included) creates one.
+    if wal.is_file() and (status := wal.stat()).st_size > 0:
+        times.append(status.st_mtime)
     return max(times)
 
 
