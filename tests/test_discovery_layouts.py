@@ -196,7 +196,8 @@ def test_a_process_started_from_the_root_uses_the_roots_file(tmp_path: Path, che
 
 def test_a_dotenv_with_a_bom_does_not_set_its_first_name(tmp_path: Path) -> None:
     # python-dotenv 1.2.2 (DeerFlow's backend/uv.lock) opens .env as utf-8, keeping U+FEFF in the first key
-    # (src/dotenv/main.py:64-68, parser.py:68-71 at v1.2.2); 1.2.3+ strips it. DeerFlow then finds no $SNAP.
+    # (src/dotenv/main.py:60-73 opens it, parser.py:69-71 reads it whole, at v1.2.2); 1.2.4 strips it.
+    # DeerFlow then finds no $SNAP.
     root = checkout(tmp_path / "deer-flow")
     (root / "config.yaml").write_text("database:\n  checkpoint_delta:\n    snapshot_frequency: $SNAP\n")
     (root / ".env").write_bytes("SNAP=250\nMODE=delta\n".encode("utf-8-sig"))

@@ -2,16 +2,17 @@
 for DeerFlow's `load_dotenv()`, whatever python-dotenv is installed here (ckpt does not depend on it).
 
 Restated from python-dotenv v1.2.2 (theskumar/python-dotenv, tag v1.2.2), file by file:
-- `src/dotenv/main.py` `DotEnv._get_stream` (lines 64-75) and `load_dotenv` (383-428): the file is opened in
+- `src/dotenv/main.py` `DotEnv._get_stream` (lines 60-73) and `load_dotenv` (383-428): the file is opened in
   text mode as UTF-8, so line endings are translated (universal newlines) and a byte-order mark is *kept*: the
-  first name of a `.env` saved with a BOM is `\\ufeffNAME`, not `NAME` (1.2.3 and later strip it; so does
-  nothing here). `PYTHON_DOTENV_DISABLED` (`_load_dotenv_disabled`, lines 23-30) is casefolded, not stripped.
-- `src/dotenv/parser.py` (whole file, 175 lines): the statement grammar, one binding at a time; a statement it
+  first name of a `.env` saved with a BOM is `\\ufeffNAME`, not `NAME` (later releases, 1.2.4 measured,
+  strip it; nothing here does). `PYTHON_DOTENV_DISABLED` (`_load_dotenv_disabled`, lines 22-29) is casefolded,
+  not stripped.
+- `src/dotenv/parser.py` (whole file, 182 lines): the statement grammar, one binding at a time; a statement it
   cannot parse is skipped to the end of its line and logged by line number.
 - `src/dotenv/main.py` `resolve_variables` (lines 289-311) and `src/dotenv/variables.py` (whole file):
   `${NAME}` and `${NAME:-default}` are interpolated with the environment winning over earlier lines
   (`override=False`), and a name the file binds without `=` resolves to "".
-- `src/dotenv/main.py` `DotEnv.set_as_environment_variables` (lines 95-108): a name already in the
+- `src/dotenv/main.py` `DotEnv.set_as_environment_variables` (lines 97-110): a name already in the
   environment (even empty) is left alone; a name without a value is not set.
 `tests/test_dotenv_file.py` holds this module to python-dotenv 1.2.2 itself (the dev extra pins it).
 """
