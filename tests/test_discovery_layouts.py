@@ -1,7 +1,7 @@
 """Deployments found as DeerFlow finds them: real directory trees, ckpt run in them, and DeerFlow's path rules
 restated below (from bytedance/deer-flow at f1f4af99) as the oracle each answer is compared with.
 
-The four layouts of issue 29 (make dev's exported root, an exported DEER_FLOW_HOME beating a stale file,
+The four layouts operators run (make dev's exported root, an exported DEER_FLOW_HOME beating a stale file,
 compose's relative home, a launch from the root), a stale candidate named with its last write time, and a
 `.env` saved with a byte-order mark.
 """
