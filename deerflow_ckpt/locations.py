@@ -1,9 +1,9 @@
-"""Where a config says the checkpoint database is: worked out by config/location.py, opened by
+"""Where a config says the checkpoint database is: worked out by config/discovery.py, opened by
 store/source.py (a neutral module, so the store never imports config/)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -20,6 +20,12 @@ class SqliteLocation:
 
     candidates: list[Path]
     via: str
+    # Why each candidate is one (the DeerFlow process that would use it), beside `candidates`.
+    whys: list[str] = field(default_factory=list)
+
+    def why(self, candidate: Path) -> str | None:
+        index = self.candidates.index(candidate)
+        return self.whys[index] if index < len(self.whys) else None
 
 
 DatabaseLocation = PostgresLocation | SqliteLocation

@@ -21,8 +21,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.app import DEBUG_ENV, app
-from deerflow_ckpt.config.locate import CONFIG_PATH_ENV, PROJECT_ROOT_ENV
-from deerflow_ckpt.config.location import SQLITE_FILE_NAME
+from deerflow_ckpt.config.discovery import CONFIG_PATH_ENV, HOME_ENV, PROJECT_ROOT_ENV, SQLITE_FILE_NAME
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.native import SWITCH_ENV as NATIVE_SWITCH_ENV
 
@@ -56,8 +55,16 @@ ENVIRONMENT = (
         "--verbose says which ran.",
     ),
     (CONFIG_PATH_ENV, "The config.yaml to read when none is named on the command line."),
-    (PROJECT_ROOT_ENV, "Where to look for config.yaml and backend/config.yaml instead of the working directory."),
-    ("DEER_FLOW_HOME", f"DeerFlow's home; its data/{SQLITE_FILE_NAME} is one of the default SQLite places."),
+    (
+        PROJECT_ROOT_ENV,
+        "Where to look for config.yaml before DeerFlow's legacy backend/config.yaml; unset, a DeerFlow checkout's "
+        "root (make dev exports it), else the working directory.",
+    ),
+    (
+        HOME_ENV,
+        f"docker compose's host directory for the gateway's backend/.deer-flow (a relative one against the "
+        f"checkout's docker/): its data/{SQLITE_FILE_NAME} comes before the files left in the checkout.",
+    ),
 )
 # typer detects the shell from the parent process; --show-completion ignores a shell named after it.
 _COMPLETION = [

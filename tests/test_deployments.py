@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from deerflow_ckpt.commands.lint_config import lint_files
-from deerflow_ckpt.config.environment import SOURCE_PACKAGE, deerflow_environment
+from deerflow_ckpt.config.discovery import SOURCE_PACKAGE, deerflow_environment
 from deerflow_ckpt.config.identity import DatabaseIdentity, postgres_identity, search_path_option
 from deerflow_ckpt.config.lint import Finding, lint_config_bytes
 from fixtures.dbbuilder.build import build_postgres, build_sqlite
@@ -235,11 +235,19 @@ def test_deerflow_root_decides_the_legacy_config_places(tmp_path: Path, monkeypa
     # Without the checkout named, nothing is found from an unrelated directory.
     code, _, err = run_ckpt("lint-config")
     assert code == 2 and "--deerflow-root" in err
+    # A source checkout's launchers read the root's config.yaml (make dev exports the checkout's root as
+    # DEER_FLOW_PROJECT_ROOT, scripts/serve.sh:315-317; docker's DEER_FLOW_CONFIG_PATH defaults to it,
+    # scripts/deploy.sh:129-131); backend/config.yaml, DeerFlow's legacy place, is named as passed over.
+    # (This test expected backend/config.yaml here before: the rule of a process started outside the checkout.)
     code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root))
-    assert code == 0 and f"using {root / 'backend' / 'config.yaml'}" in err, err
-    # The project root comes first, as in DeerFlow (serve.sh sets it to the repository).
-    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root), env={"DEER_FLOW_PROJECT_ROOT": str(root)})
-    assert f"using {root / 'config.yaml'}" in err, err
+    assert code == 0 and f"using {root / 'config.yaml'}" in err, err
+    assert f"warning: {root / 'backend' / 'config.yaml'} also exists (last written " in err, err
+    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root), env={"DEER_FLOW_PROJECT_ROOT": str(elsewhere)})
+    assert f"using {root / 'backend' / 'config.yaml'}" in err, err
+    # The legacy places sit beside the install named (app_config.py:158-162).
+    (root / "config.yaml").unlink()
+    code, _, err = run_ckpt("lint-config", "--deerflow-root", str(root))
+    assert code == 0 and f"using {root / 'backend' / 'config.yaml'}" in err and "warning" not in err, err
     code, _, err = run_ckpt("lint-config", "--deerflow-root", str(tmp_path / "nothing-here"))
     assert code == 2 and "no DeerFlow there" in err
 
@@ -529,7 +537,9 @@ def test_a_candidate_that_cannot_be_opened_is_an_error_not_a_skip(
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not a database at all" * 10)
     place_db(checkpoint_db, root / ".deer-flow" / "data" / "deerflow.db")
-    monkeypatch.chdir(root)
+    # Run from backend/, where make dev's gateway runs, backend's file is DeerFlow's (this test ran from the root
+    # before, when ckpt put backend/ first wherever it ran; from the root, a process there uses the root's file).
+    monkeypatch.chdir(root / "backend")
     code, _, err = run_ckpt("verify-shape")
     assert code == 2 and f"{broken} is not a SQLite database" in err
 

@@ -104,4 +104,4 @@ def test_the_checker_sees_an_upward_import() -> None:
         "deerflow_ckpt.store.source",
         "deerflow_ckpt.config.keys",
     ]
-    assert [layer_of(name) > layer_of("deerflow_ckpt.config.locate") for _, name in found] == [True, True, False]
+    assert [layer_of(name) > layer_of("deerflow_ckpt.config.discovery") for _, name in found] == [True, True, False]

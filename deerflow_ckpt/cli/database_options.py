@@ -11,14 +11,14 @@ import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli.console import message
-from deerflow_ckpt.cli.deerflow_options import deerflow_environment
-from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
+from deerflow_ckpt.cli.deerflow_options import deerflow_environment, say_passed_over
+from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.discovery import discover, passed_over
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
-from deerflow_ckpt.config.locate import locate_config
-from deerflow_ckpt.config.location import database_location, default_sqlite_location
-from deerflow_ckpt.errors import ConfigError, StoreError
+from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import resolved
-from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, choose, target_from_argument
+from deerflow_ckpt.locations import SqliteLocation
+from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget, choose, target_from_argument
 
 DB_OPTION = typer.Option(
     None,
@@ -116,8 +116,7 @@ class DatabaseSelection:
 def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
     """Checkpoint files of DeerFlow's legacy checkpointer (its default store.db) that are not the database chosen:
     beside the chosen SQLite file, and where the legacy default resolves from here."""
-    from deerflow_ckpt.config.location import checkpointer_sqlite_file
-    from deerflow_ckpt.store.source import SqliteTarget
+    from deerflow_ckpt.config.discovery import checkpointer_sqlite_file
 
     target = selection.choice.target
     if not isinstance(target, SqliteTarget):
@@ -154,8 +153,6 @@ def with_timeouts(selection: DatabaseSelection, network: str, statement: str | N
 
 def input_files(selection: DatabaseSelection) -> list[tuple[Path, str]]:
     """The files a scan reads: the SQLite database with its -wal and -shm, and the config."""
-    from deerflow_ckpt.store.source import SqliteTarget
-
     files: list[tuple[Path, str]] = []
     target = selection.choice.target
     if isinstance(target, SqliteTarget):
@@ -175,36 +172,30 @@ def select(
     immutable: bool,
     deerflow_root: Path | None = None,
 ) -> DatabaseSelection:
-    """Resolve --db / --config / defaults, and the expected cadence, with DeerFlow's environment (.env included)."""
+    """--db, else the database config/discovery.py finds as DeerFlow does (.env included); the expected cadence.
+    Says on stderr what discovery passed over."""
     environment = deerflow_environment(deerflow_root, config)
-    environ, cwd = environment.variables, Path.cwd()
-    config_path: Path | None = None
-    tried: list[str] = []
-    try:
-        config_path = locate_config(config, environ, cwd, environment.install).path
-    except ConfigError as exc:
-        if config is not None or (db is None and environ.get("DEER_FLOW_CONFIG_PATH")):
-            raise
-        tried.append(str(exc))
-    settings = load_database_settings(config_path, environ) if config_path is not None else None
-
-    install = environment.install
-    gateway_dir = install.root / "backend" if install is not None and install.source_checkout else None
-    if db is not None:
-        choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
-    elif settings is not None and config_path is not None:
-        choice = choose(database_location(settings, config_path, environ, cwd, gateway_dir), immutable)
-    else:
-        try:
-            default = default_sqlite_location(FILE_DATABASE_DEFAULTS["sqlite_dir"], environ, cwd, gateway_dir)
-            choice = choose(default, immutable)
-        except StoreError as exc:
-            raise StoreError("; ".join([*tried, str(exc)]) + "; pass --db or --config") from None
+    found = discover(db is not None, config, environment, Path.cwd(), FILE_DATABASE_DEFAULTS["sqlite_dir"])
+    if found.config is not None:
+        say_passed_over(found.config)
     if schema and db is None:
         raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
-
-    expected, source = _expected_cadence(cadence, settings, config_path)
-    return DatabaseSelection(choice, settings, config_path, expected, source, environ)
+    if db is not None:
+        choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
+    else:
+        assert found.location is not None
+        try:
+            choice = choose(found.location, immutable)
+        except StoreError as exc:
+            if found.config is not None:
+                raise
+            raise StoreError("; ".join([*found.tried, str(exc)]) + "; pass --db or --config") from None
+        if isinstance(found.location, SqliteLocation) and isinstance(choice.target, SqliteTarget):
+            for warning in passed_over(found.location, choice.target.path):
+                message(f"ckpt: warning: {warning}")
+    config_path = found.config.path if found.config is not None else None
+    expected, source = _expected_cadence(cadence, found.settings, config_path)
+    return DatabaseSelection(choice, found.settings, config_path, expected, source, environment.variables)
 
 
 def _expected_cadence(

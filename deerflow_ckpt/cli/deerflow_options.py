@@ -1,5 +1,6 @@
 """Where DeerFlow lives and which config.yaml it reads: shared by every command, and light enough for
-migrate-config's pre-commit start-up (no database modules)."""
+migrate-config's pre-commit start-up (no database modules). The decisions are config/discovery.py's; this
+module only says them on stderr."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from pathlib import Path
 import typer
 
 from deerflow_ckpt.cli.console import info, message
-from deerflow_ckpt.config.environment import DeerFlowEnvironment, process_environment
-from deerflow_ckpt.config.locate import locate_config
+from deerflow_ckpt.config.discovery import DeerFlowEnvironment, LocatedConfig, locate_config, process_environment
 
 DEERFLOW_ROOT_OPTION = typer.Option(
     None,
@@ -28,13 +28,22 @@ def deerflow_environment(deerflow_root: Path | None, config: Path | None = None)
     # Names and paths from a file anyone can write: message() escapes them, once, before they reach a terminal.
     if environment.dotenv is not None:
         info(f"ckpt: {environment.describe_dotenv()}")
+    for note in environment.notes:
+        message(f"ckpt: warning: {note}")
     if environment.problem is not None:
         message(f"ckpt: warning: {environment.problem}")
     return environment
 
 
+def say_passed_over(located: LocatedConfig) -> None:
+    """The other config.yaml files another launch of DeerFlow would read, on stderr."""
+    for warning in located.warnings():
+        message(f"ckpt: warning: {warning}")
+
+
 def default_config(environment: DeerFlowEnvironment) -> Path:
     """config.yaml found the way DeerFlow finds it, named on stderr (for commands given no file)."""
-    located = locate_config(None, environment.variables, Path.cwd(), environment.install)
+    located = locate_config(None, environment, Path.cwd())
     info(f"ckpt: using {located.path} (found via {located.found_via})")
+    say_passed_over(located)
     return located.path

@@ -1,4 +1,5 @@
-"""Which checkpoint database to read: a --db argument, or the place config/location.py worked out.
+"""Which checkpoint database to read: a --db argument, or the first checkpoint database among the candidates
+config/discovery.py worked out.
 
 Everything that names a database for people goes through `describe()`, which never shows a password.
 """
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from deerflow_ckpt.dsn import DsnError, is_postgres_dsn, is_schema_name, libpq_parameters, normalize_dsn
 from deerflow_ckpt.errors import StoreError
-from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation
+from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation, SqliteLocation
 from deerflow_ckpt.redact import redact, remember_dsn
 
 # How store/sqlite.py says a file opened but holds no checkpoint tables.
@@ -112,14 +113,17 @@ def _not_a_checkpoint_database(path: Path) -> str | None:
     return None
 
 
-def _first_existing(candidates: list[Path], via: str, immutable: bool) -> DatabaseChoice:
+def _first_existing(location: SqliteLocation, immutable: bool) -> DatabaseChoice:
     """The first candidate that is a checkpoint database; files that are not are named and skipped."""
+    candidates, via = location.candidates, location.via
     skipped: list[str] = []
     for candidate in candidates:
         if not candidate.is_file():
             continue
         reason = None if immutable else _not_a_checkpoint_database(candidate)
         if reason is None:
+            if (why := location.why(candidate)) is not None:
+                via += f", {why}"
             if skipped:
                 via += f"; skipped {'; '.join(skipped)}"
             return DatabaseChoice(SqliteTarget(candidate, immutable), via)
@@ -134,4 +138,4 @@ def choose(location: DatabaseLocation, immutable: bool = False) -> DatabaseChoic
     database."""
     if isinstance(location, PostgresLocation):
         return DatabaseChoice(postgres_target(location.dsn, location.schema, location.via), location.via)
-    return _first_existing(location.candidates, location.via, immutable)
+    return _first_existing(location, immutable)

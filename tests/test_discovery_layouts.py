@@ -1,0 +1,213 @@
+"""Deployments found as DeerFlow finds them: real directory trees, ckpt run in them, and DeerFlow's path rules
+restated below (from bytedance/deer-flow at f1f4af99) as the oracle each answer is compared with.
+
+The four layouts operators run (make dev's exported root, an exported DEER_FLOW_HOME beating a stale file,
+compose's relative home, a launch from the root), a stale candidate named with its last write time, and a
+`.env` saved with a byte-order mark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from deerflow_ckpt.config.discovery import SOURCE_PACKAGE
+from fixtures.dbbuilder.build import build_sqlite
+from tests.cli import run_ckpt
+
+# Each builds a tree and runs ckpt in it several times: about a second.
+pytestmark = pytest.mark.slow
+
+# -- DeerFlow's rules, restated (paths under backend/packages/harness/deerflow/ unless said) ------------------
+
+
+def deerflow_project_root(cwd: Path, env: dict[str, str]) -> Path:
+    """config/runtime_paths.py:7-16 project_root(): $DEER_FLOW_PROJECT_ROOT resolved, else the working directory."""
+    raw = env.get("DEER_FLOW_PROJECT_ROOT")
+    return (cwd / raw).resolve() if raw else cwd.resolve()
+
+
+def deerflow_config_path(cwd: Path, env: dict[str, str], checkout: Path) -> Path | None:
+    """config/app_config.py:364-391 resolve_config_path() with no argument: $DEER_FLOW_CONFIG_PATH, then
+    existing_project_file(("config.yaml",)) (runtime_paths.py:34-41), then _legacy_config_candidates()
+    (app_config.py:158-162: parents[4] of app_config.py, backend/, then the repository root)."""
+    if env.get("DEER_FLOW_CONFIG_PATH"):
+        return cwd / env["DEER_FLOW_CONFIG_PATH"]
+    project = deerflow_project_root(cwd, env) / "config.yaml"
+    if project.is_file():
+        return project
+    for legacy in (checkout / "backend" / "config.yaml", checkout / "config.yaml"):
+        if legacy.exists():
+            return legacy
+    return None
+
+
+def deerflow_sqlite_path(cwd: Path, sqlite_dir: str) -> Path:
+    """config/database_config.py:259-268 sqlite_path: Path(sqlite_dir).resolve() / "deerflow.db", so relative to
+    the process's working directory."""
+    return (cwd / sqlite_dir).resolve() / "deerflow.db"
+
+
+def make_dev(checkout: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """scripts/serve.sh:315-322 exports DEER_FLOW_PROJECT_ROOT (the checkout) and DEER_FLOW_HOME
+    (backend/.deer-flow) unless set, and :467 starts the gateway with `cd backend`."""
+    exports = {"DEER_FLOW_PROJECT_ROOT": str(checkout), "DEER_FLOW_HOME": str(checkout / "backend" / ".deer-flow")}
+    return checkout / "backend", {**exports, **env}
+
+
+def compose_host_database(checkout: Path, home: str, sqlite_dir: str) -> Path:
+    """docker/docker-compose.yaml:107 (`cd backend` under working_dir /app, :124), :112 (${DEER_FLOW_HOME} mounted
+    at /app/backend/.deer-flow): the container's file on the host. Compose resolves a relative host path against
+    the compose file's directory, docker/."""
+    container = PurePosixPath("/app/backend", sqlite_dir, "deerflow.db")
+    inside = container.relative_to("/app/backend/.deer-flow")
+    host_home = Path(home) if Path(home).is_absolute() else checkout / "docker" / home
+    return (host_home / inside).resolve()
+
+
+# -- the trees ------------------------------------------------------------------------------------------------
+
+OLD = 1_700_000_000  # 2023-11-14 22:13:20 UTC: the last write of a file left behind
+
+
+def utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@pytest.fixture(scope="module")
+def checkpoint_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small SQLite checkpoint database written by real graphs (copied into each layout)."""
+    path = tmp_path_factory.mktemp("layouts-db") / "deerflow.db"
+    build_sqlite(path, ["clean-delta"], turns=4, message_bytes=64)
+    return path
+
+
+def place_db(source: Path, target: Path, written: float | None = None) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    if written is not None:
+        os.utime(target, (written, written))
+    return target
+
+
+def checkout(root: Path, cadence: int = 100) -> Path:
+    """A DeerFlow source checkout: its config package (where its .env search starts) and the root's config."""
+    (root / SOURCE_PACKAGE).mkdir(parents=True)
+    (root / "docker").mkdir()
+    (root / "config.yaml").write_text(
+        f"database:\n  backend: sqlite\n  checkpoint_delta:\n    snapshot_frequency: {cadence}\n"
+    )
+    return root
+
+
+def scan(cwd: Path, env: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
+    code, out, err = run_ckpt("verify-shape", "--format", "json", cwd=cwd, env=env or {})
+    assert code in (0, 1), err
+    return json.loads(out), err
+
+
+def chosen(document: dict[str, object]) -> str:
+    database = document["database"]
+    assert isinstance(database, dict)
+    return str(database["description"])
+
+
+# -- the four layouts -----------------------------------------------------------------------------------------
+
+
+def test_make_dev_exported_root_beats_backend_config_from_backend(tmp_path: Path, checkpoint_db: Path) -> None:
+    root = checkout(tmp_path / "deer-flow", cadence=100)
+    backend_config = root / "backend" / "config.yaml"
+    backend_config.write_text("database:\n  backend: sqlite\n  checkpoint_delta:\n    snapshot_frequency: 7\n")
+    os.utime(backend_config, (OLD, OLD))
+    gateway_dir, gateway_env = make_dev(root, {})
+    database = place_db(checkpoint_db, deerflow_sqlite_path(gateway_dir, ".deer-flow/data"))
+    # DeerFlow's gateway under make dev reads the root's config (K=100), not backend's (K=7).
+    assert deerflow_config_path(gateway_dir, gateway_env, root) == root / "config.yaml"
+    document, err = scan(root / "backend")
+    settings = document["settings"]
+    assert isinstance(settings, dict) and settings["expected_cadence"] == 100
+    assert str(settings["cadence_source"]).startswith(f"{root / 'config.yaml'}, "), settings
+    assert chosen(document) == f"SQLite {database}"
+    assert f"warning: {backend_config} also exists (last written {utc(OLD)}) and is passed over" in err, err
+    # The same tree, the process started in backend/ without make dev: DeerFlow reads backend's, and so
+    # does ckpt when told the project root is backend/.
+    assert deerflow_config_path(gateway_dir, {}, root) == backend_config
+    document, _ = scan(root / "backend", {"DEER_FLOW_PROJECT_ROOT": str(root / "backend")})
+    assert document["settings"]["expected_cadence"] == 7  # type: ignore[index]
+
+
+def test_an_exported_home_beats_a_stale_file_in_the_checkout(tmp_path: Path, checkpoint_db: Path) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    home = tmp_path / "srv" / "deer-flow-home"
+    stale = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db", written=OLD)
+    live = place_db(checkpoint_db, compose_host_database(root, str(home), ".deer-flow/data"))
+    assert live == home / "data" / "deerflow.db"
+    for cwd in (root, root / "backend", tmp_path):
+        document, err = scan(cwd, {"DEER_FLOW_HOME": str(home), "DEER_FLOW_CONFIG_PATH": str(root / "config.yaml")})
+        assert chosen(document) == f"SQLite {live}", (cwd, err)
+        assert "docker compose's mount of $DEER_FLOW_HOME" in str(document["database"]["found_via"])  # type: ignore[index]
+        # The stale file is named, with when it was last written.
+        assert f"warning: {stale} also exists (last written {utc(OLD)};" in err, (cwd, err)
+        assert f"passed over for {live} (last written {utc(live.stat().st_mtime)};" in err
+
+
+def test_compose_resolves_a_relative_home_against_the_compose_files_directory(
+    tmp_path: Path, checkpoint_db: Path
+) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    live = place_db(checkpoint_db, compose_host_database(root, "./dfhome", ".deer-flow/data"))
+    assert live == root / "docker" / "dfhome" / "data" / "deerflow.db"
+    for cwd in (root, root / "backend", root / "docker"):
+        document, err = scan(cwd, {"DEER_FLOW_HOME": "./dfhome"})
+        assert chosen(document) == f"SQLite {live}", (cwd, err)
+    # From outside, the checkout around the config named is the compose file's.
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    args = ("verify-shape", "--format", "json", "--config", str(root / "config.yaml"))
+    code, out, err = run_ckpt(*args, cwd=elsewhere, env={"DEER_FLOW_HOME": "./dfhome"})
+    assert code in (0, 1) and chosen(json.loads(out)) == f"SQLite {live}", err
+
+
+def test_a_process_started_from_the_root_uses_the_roots_file(tmp_path: Path, checkpoint_db: Path) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    backend_db = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "deerflow.db", written=OLD)
+    root_db = place_db(checkpoint_db, deerflow_sqlite_path(root, ".deer-flow/data"))
+    assert root_db == root / ".deer-flow" / "data" / "deerflow.db"
+    document, err = scan(root)
+    assert chosen(document) == f"SQLite {root_db}"
+    assert "a DeerFlow process started in the working directory" in str(document["database"]["found_via"])  # type: ignore[index]
+    assert f"warning: {backend_db} also exists (last written {utc(OLD)}; make dev / make start's gateway" in err, err
+    assert "written later" not in err
+    # From backend/, make dev's gateway's file is the one; the root's is named.
+    document, err = scan(root / "backend")
+    assert chosen(document) == f"SQLite {backend_db}"
+    assert f"warning: {root_db} also exists" in err
+    assert f"it was written later: if DeerFlow runs that way, pass --db {root_db}" in err, err
+
+
+# -- .env with a byte-order mark ------------------------------------------------------------------------------
+
+
+def test_a_dotenv_with_a_bom_does_not_set_its_first_name(tmp_path: Path) -> None:
+    # python-dotenv 1.2.2 (DeerFlow's backend/uv.lock) opens .env as utf-8, keeping U+FEFF in the first key
+    # (src/dotenv/main.py:60-73 opens it, parser.py:69-71 reads it whole, at v1.2.2); 1.2.4 strips it.
+    # DeerFlow then finds no $SNAP.
+    root = checkout(tmp_path / "deer-flow")
+    (root / "config.yaml").write_text("database:\n  checkpoint_delta:\n    snapshot_frequency: $SNAP\n")
+    (root / ".env").write_bytes("SNAP=250\nMODE=delta\n".encode("utf-8-sig"))
+    code, out, err = run_ckpt("lint-config", cwd=root)
+    assert code == 1 and "Environment variable SNAP not found for config value $SNAP" in out, out
+    assert (
+        "starts with a byte-order mark" in err
+        and "keeps it in the first name, U+FEFF then SNAP, so $SNAP is not set" in err
+    ), err
+    # Saved without the mark, the same file sets $SNAP.
+    (root / ".env").write_text("SNAP=250\nMODE=delta\n")
+    code, out, err = run_ckpt("lint-config", cwd=root)
+    assert code == 0 and "supplies $MODE, $SNAP" in err and "byte-order" not in err, (out, err)
