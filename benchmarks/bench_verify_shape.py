@@ -183,7 +183,7 @@ def _postgres_shares(target: str, jobs: int) -> tuple[Any, list[Any]]:
     from deerflow_ckpt.store.source import target_from_argument
 
     reader = PostgresCheckpointReader(target_from_argument(target), sizes=False)  # type: ignore[arg-type]
-    points = reader.split_points(jobs)
+    points = reader.split_points(lambda _: jobs)
     bounds = zip([None, *points], [*points, None], strict=True)
     return reader, [ThreadSelection(lower=lower, upper=upper) for lower, upper in bounds]
 

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment
-from deerflow_ckpt.config.database import DatabaseSettings, load_database_settings
-from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
+from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS
 from deerflow_ckpt.config.locate import locate_config
-from deerflow_ckpt.config.location import database_location, default_sqlite_location
 from deerflow_ckpt.errors import ConfigError, StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, choose, target_from_argument
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.config.database import DatabaseSettings
 
 DB_OPTION = typer.Option(
     None,
@@ -88,12 +89,13 @@ VERBOSE_OPTION = typer.Option(
     "(not built, or CKPT_NATIVE=0).",
 )
 JOBS_OPTION = typer.Option(
-    min(os.cpu_count() or 1, 4),
+    None,
     "--jobs",
     min=1,
     metavar="N",
-    show_default="CPUs, at most 4",
-    help="Processes reading thread ranges in parallel.",
+    show_default=f"one per {CHECKPOINTS_PER_PROCESS:,} checkpoints, at most the idle CPUs and {MAX_AUTO_JOBS}",
+    help="Processes reading thread ranges in parallel. Without it the store's size, the CPUs this process may "
+    "use and the machine's load decide (--verbose says how many and why).",
 )
 IMMUTABLE_OPTION = typer.Option(
     False,
@@ -132,6 +134,11 @@ def say_reading_path(target: DatabaseTarget) -> None:
     from deerflow_ckpt.store.readers import reading_path
 
     message(f"ckpt: rows read and judged by: {reading_path(target)}")
+
+
+def say_processes(processes: int, why: str) -> None:
+    """--verbose: how many processes read the threads, and why that many."""
+    message(f"ckpt: threads read by {processes} process{'es' if processes > 1 else ''} ({why})")
 
 
 def with_timeouts(selection: DatabaseSelection, network: str, statement: str | None) -> DatabaseSelection:
@@ -186,15 +193,25 @@ def select(
         if config is not None or (db is None and environ.get("DEER_FLOW_CONFIG_PATH")):
             raise
         tried.append(str(exc))
-    settings = load_database_settings(config_path, environ) if config_path is not None else None
+    settings = None
+    if config_path is not None:
+        # A config's reader (PyYAML, DeerFlow's value rules) loads only when there is a config to read.
+        from deerflow_ckpt.config.database import load_database_settings
+
+        settings = load_database_settings(config_path, environ)
 
     install = environment.install
     gateway_dir = install.root / "backend" if install is not None and install.source_checkout else None
     if db is not None:
         choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
     elif settings is not None and config_path is not None:
+        from deerflow_ckpt.config.location import database_location
+
         choice = choose(database_location(settings, config_path, environ, cwd, gateway_dir), immutable)
     else:
+        from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
+        from deerflow_ckpt.config.location import default_sqlite_location
+
         try:
             default = default_sqlite_location(FILE_DATABASE_DEFAULTS["sqlite_dir"], environ, cwd, gateway_dir)
             choice = choose(default, immutable)

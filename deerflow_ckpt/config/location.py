@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.locate import PROJECT_ROOT_ENV
 from deerflow_ckpt.dsn import is_schema_name
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation, SqliteLocation
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.config.database import DatabaseSettings
 
 SQLITE_FILE_NAME = "deerflow.db"
 # checkpointer: type sqlite: the default file, and the base dir relative paths resolve against.
@@ -82,6 +85,9 @@ def database_location(
 ) -> DatabaseLocation:
     """The database DeerFlow's checkpointer uses under these settings (`gateway_dir`: the checkout's backend/,
     where DeerFlow's gateway runs, when the checkout is known)."""
+    # Here, not at the top: the default database's place is worked out without a config's reader.
+    from deerflow_ckpt.config.database import NotAString
+
     override = settings.checkpointer
     if override is not None:
         via = f"checkpointer: section of {config_path} (it overrides database:)"
