@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import functools
-import gc
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -23,7 +21,7 @@ from deerflow_ckpt.analysis.shape import (
     cross_thread_cadence,
 )
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
-from deerflow_ckpt.commands.shares import run_shares, share_selections
+from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.rules import RuleCode, Severity
 from deerflow_ckpt.store.readers import LineageReader, open_reader
@@ -124,19 +122,6 @@ class _Share(ScanTally):
     first_evidence: FirstSink = field(default_factory=dict)
 
 
-@contextmanager
-def _without_cycle_collector() -> Iterator[None]:
-    """Pause the cyclic GC: a scan allocates millions of acyclic containers that reference counting
-    frees at once, and the collector's passes over them cost a quarter of the scan time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _scan_share(
     target: DatabaseTarget,
     settings: ShapeSettings,
@@ -144,7 +129,7 @@ def _scan_share(
     on_checkpoints: Callable[[int], None] | None = None,
 ) -> _Share:
     """One share of the threads; `on_checkpoints` is told how many checkpoints each thread had."""
-    with _without_cycle_collector():
+    with without_cycle_collector():
         return _collect_share(target, settings, selection, on_checkpoints)
 
 
