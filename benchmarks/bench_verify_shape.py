@@ -392,7 +392,7 @@ def main() -> None:
         workloads.append((f"{name}.list(thread) classify", f"saver-{args.backend}", 1))
         if args.backend == "sqlite":
             workloads.append((f"{name}.list(None) classify", "saver-all-sqlite", 1))
-        saver_labels = [label for label, _, workload in workloads if workload.startswith("saver")]
+        saver_labels = [label for label, workload, _ in workloads if workload.startswith("saver")]
     if since_label:
         workloads.append((since_label, "ckpt-since", args.jobs))
     deep_labels = [(f"ckpt --deep, {jobs} process{'es' if jobs > 1 else ''}", jobs) for jobs in (1, args.jobs)]

@@ -43,9 +43,11 @@ ShareWork = Callable[[ThreadSelection, Progress | None], Result]
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
 THREADS_PER_SHARE = 50
-# Without --jobs: a process per this many stored checkpoints (one below it: starting, feeding and merging
-# a second process costs more than it saves; the crossover is measured in docs/architecture.md) ...
-CHECKPOINTS_PER_PROCESS = 40_000
+# Without --jobs: a process per this many stored checkpoints. A second process costs about 75 ms of CPU
+# (fork, its own read transaction, the split, the merge) and saves half of about 11 us a checkpoint, so it
+# pays from about 13,000 checkpoints on two idle cores (benchmarks/bench_jobs.py, docs/architecture.md);
+# two processes start at twice this, where the saving is at least the cost again ...
+CHECKPOINTS_PER_PROCESS = 15_000
 # ... and never more processes than this, than the CPUs this process may run on, or than those CPUs the
 # machine's load leaves idle (a second worker on a busy core took as long as one and cost more CPU).
 MAX_AUTO_JOBS = 4
