@@ -147,23 +147,30 @@ def _classify_with_saver(saver: Any, threads: list[str]) -> int:
     return seen
 
 
-def saver_list_sqlite(target: str) -> int:
+def _read_only_sqlite(target: str) -> Any:
+    """A mode=ro connection for the saver: on a database the saver wrote (WAL mode, its tables there) setup()
+    finds everything in place and writes nothing; on any other it fails rather than write."""
     import sqlite3
+    from pathlib import Path
+
+    return sqlite3.connect(Path(target).resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+
+
+def saver_list_sqlite(target: str) -> int:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    connection = sqlite3.connect(target, check_same_thread=False)
+    connection = _read_only_sqlite(target)
     threads = [row[0] for row in connection.execute("SELECT DISTINCT thread_id FROM checkpoints")]
     return _classify_with_saver(SqliteSaver(connection), threads)
 
 
 def saver_list_all_sqlite(target: str) -> int:
     """The saver's own whole-database listing: list(None) walks every thread in id order."""
-    import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    saver = SqliteSaver(sqlite3.connect(target, check_same_thread=False))
+    saver = SqliteSaver(_read_only_sqlite(target))
     seen = 0
     for item in saver.list(None):
         value = item.checkpoint["channel_values"].get("messages")
