@@ -331,6 +331,90 @@ def test_app_tables_are_copied_and_a_hostile_snapshot_is_refused(built_sqlite: B
         assert a.execute(stored, (hostile,)).fetchone() == b.execute(stored, (hostile,)).fetchone()
 
 
+def test_the_output_keeps_every_schema_object_and_setting_of_the_source(
+    built_sqlite: BuiltDatabase, tmp_path: Path
+) -> None:
+    """The output is written fresh, not vacuumed: it must still hold what VACUUM INTO would carry over, every
+    table (AUTOINCREMENT and its sequence, WITHOUT ROWID, a virtual table and its shadow tables, the planner's
+    statistics), index, view and trigger as defined, every app row with its rowid, and the header settings."""
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as connection:
+        connection.executescript(
+            """
+            PRAGMA user_version = 7;
+            PRAGMA application_id = 424242;
+            CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, thread_id TEXT, status TEXT);
+            CREATE INDEX runs_by_thread ON runs (thread_id);
+            CREATE TABLE feedback (run_id INTEGER, note TEXT, PRIMARY KEY (run_id, note)) WITHOUT ROWID;
+            CREATE TABLE events (payload TEXT);
+            CREATE VIEW open_runs AS SELECT id FROM runs WHERE status = 'open';
+            CREATE TRIGGER runs_done AFTER UPDATE ON runs BEGIN INSERT INTO feedback VALUES (new.id, 'done'); END;
+            CREATE VIRTUAL TABLE notes USING fts5(body);
+            """
+        )
+        connection.executemany(
+            "INSERT INTO runs (thread_id, status) VALUES (?, ?)", [(f"t{i}", "open") for i in range(9)]
+        )
+        connection.execute("DELETE FROM runs WHERE id IN (2, 5)")  # gaps the rowids must keep
+        connection.executemany("INSERT INTO events VALUES (?)", [(f"e{i}",) for i in range(5)])
+        connection.execute("DELETE FROM events WHERE payload = 'e1'")
+        connection.executemany("INSERT INTO feedback VALUES (?, ?)", [(1, "fine"), (3, "slow")])
+        connection.executemany("INSERT INTO notes VALUES (?)", [("a first note",), ("another note",)])
+        connection.execute("ANALYZE")
+    before = _digest(source)
+    _convert(source, tmp_path / "out.db", TargetMode.DELTA, 10)
+    assert _digest(source) == before
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name"
+    tables = ("runs", "feedback", "events", "sqlite_sequence", "sqlite_stat1", "notes_data", "notes_idx", "threads")
+    with sqlite3.connect(source) as a, sqlite3.connect(tmp_path / "out.db") as b:
+        assert a.execute(schema).fetchall() == b.execute(schema).fetchall()
+        for pragma in ("user_version", "application_id", "page_size", "encoding", "auto_vacuum", "journal_mode"):
+            assert a.execute(f"PRAGMA {pragma}").fetchone() == b.execute(f"PRAGMA {pragma}").fetchone(), pragma
+        for table in tables:
+            if a.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)).fetchone() is None:
+                continue
+            keyed = table not in ("feedback", "notes_idx")  # WITHOUT ROWID: their keys order them
+            rows = f"SELECT {'rowid, ' if keyed else ''}* FROM {table} ORDER BY 1, 2"
+            assert a.execute(rows).fetchall() == b.execute(rows).fetchall(), table
+        assert b.execute("SELECT rowid FROM notes WHERE notes MATCH 'another'").fetchall() == [(2,)]
+        assert b.execute("SELECT * FROM open_runs").fetchall() == a.execute("SELECT * FROM open_runs").fetchall()
+        assert b.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        b.execute("UPDATE runs SET status = 'done' WHERE id = 3")  # the trigger is live in the output
+        assert b.execute("SELECT note FROM feedback WHERE run_id = 3 ORDER BY note").fetchall() == [
+            ("done",),
+            ("slow",),
+        ]
+        b.execute("INSERT INTO runs (thread_id, status) VALUES ('new', 'open')")
+        assert b.execute("SELECT max(id) FROM runs").fetchone() == (10,)  # the sequence, not max(rowid) + 1
+        assert (
+            a.execute("SELECT count(*) FROM checkpoints").fetchone()
+            == b.execute("SELECT count(*) FROM checkpoints").fetchone()
+        )
+
+
+def test_converting_in_parallel_writes_what_one_process_writes(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """Thread ranges converted by three processes, each keeping its rows apart, make the same output and report
+    as one process, a refused thread included."""
+    source = tmp_path / "deerflow.db"
+    shutil.copy(built_sqlite.db, source)
+    with sqlite3.connect(source) as connection:
+        _hostile_snapshot_checkpoint(connection, "clean-delta-k3")
+    reports = {}
+    for jobs in (1, 3):
+        choice = DatabaseChoice(SqliteTarget(source), "test")
+        request = ConvertRequest(
+            choice, ConversionSettings(TargetMode.DELTA, 10), tmp_path / f"out{jobs}.db", jobs=jobs
+        )
+        reports[jobs] = convert(request)
+    assert [dataclasses.asdict(t) for t in reports[1].threads] == [dataclasses.asdict(t) for t in reports[3].threads]
+    assert reports[3].refused
+    rows = "SELECT rowid, * FROM checkpoints ORDER BY rowid"
+    with sqlite3.connect(tmp_path / "out1.db") as one, sqlite3.connect(tmp_path / "out3.db") as three:
+        assert one.execute(rows).fetchall() == three.execute(rows).fetchall()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch database is left
+
+
 def _hostile_snapshot_checkpoint(connection: sqlite3.Connection, thread_id: str) -> str:
     import msgspec
 

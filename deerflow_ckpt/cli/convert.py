@@ -102,6 +102,7 @@ def convert(
     ),
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
+    jobs: int = database_options.JOBS_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
 ) -> None:
@@ -132,7 +133,7 @@ def convert(
     info(f"ckpt: converting {target.describe()} (chosen via {selection.choice.found_via}) to {to.value} mode")
     only = tuple(threads) if threads else None
     cache = _history_cache(selection) if db is None else None
-    request = ConvertRequest(selection.choice, settings, output, target_schema, only, catch_up, cache)
+    request = ConvertRequest(selection.choice, settings, output, target_schema, only, catch_up, cache, jobs)
     show_progress = output_format is ConvertFormat.text and sys.stderr.isatty() and not is_quiet()
     # SIGTERM ends the run as an exit, so the unfinished copy is removed.
     with terminable():

@@ -8,6 +8,8 @@ proof's fold (analysis/conversion.py), so each read materialises what it did bef
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -25,12 +27,14 @@ from deerflow_ckpt.analysis.conversion import (
 from deerflow_ckpt.analysis.replay import prove_lineage
 from deerflow_ckpt.analysis.shape import LineageResult, ShapeSettings
 from deerflow_ckpt.analysis.what_if import delta_what_if, full_what_if, what_if_steps
+from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
 from deerflow_ckpt.commands.verify_shape import conversation, iter_thread_results
 from deerflow_ckpt.config.history_cache import HistoryCache
 from deerflow_ckpt.errors import OutputError, StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.convert_sqlite import (
+    MAX_CONVERTED_PARTS,
     SqliteRowWriter,
     catch_up,
     copy_database,
@@ -40,6 +44,7 @@ from deerflow_ckpt.store.convert_sqlite import (
     sidecars,
     table_bytes,
     temporary_beside,
+    write_output,
     write_record,
 )
 from deerflow_ckpt.store.history import SqliteLineageHistories
@@ -83,6 +88,8 @@ class ConvertRequest:
     catch_up: bool = False
     # DeerFlow's Redis history cache for this database, where the config that chose it enables one.
     history_cache: HistoryCache | None = None
+    # SQLite: processes converting thread ranges in parallel (each keeps its converted rows apart).
+    jobs: int = 1
 
 
 @dataclass
@@ -144,8 +151,8 @@ class ConversionReport:
         return [thread for thread in self.threads if thread.refused is not None]
 
 
-# The vacuumed copy beside the scratch copy, and its companion files.
-_VACUUMED = (".vacuumed", ".vacuumed-wal", ".vacuumed-shm", ".vacuumed-journal")
+# Beside the scratch copy: the output until it is complete.
+_WRITTEN = ".written"
 
 
 class _Refused(Exception):
@@ -233,29 +240,31 @@ def _convert_sqlite(
 ) -> None:
     refuse_output(output, source, request.catch_up)
     copy = temporary_beside(output)
+    written = copy.with_name(copy.name + _WRITTEN)
+    parts: list[Path] = []
     try:
         wal = copy_database(source, copy)
         report.disk_before = file_bytes(resolved(source.path.expanduser(), StoreError))
         report.tables_before = table_bytes(copy)
         selection = _selection(request)
-        previous: dict[str, str] = {}
+        carried: tuple[Path, list[str]] | None = None
         if request.catch_up:
             previous = _previous_refusals(output, report, source)
             changed, unchanged = catch_up(copy, output)
+            carried = (output, unchanged)
             report.carried_over = len(unchanged)
             selection = _only(selection, changed)
             report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
-        histories = SqliteLineageHistories(target)
-        writer = SqliteRowWriter(copy)
-        try:
-            _convert_threads(target, histories.history, writer, selection, request.settings, report, progress)
-        finally:
-            histories.close()
-        finished = copy.with_name(copy.name + ".vacuumed")
-        writer.finish(finished, wal)
-        report.tables_after = table_bytes(finished)
-        os.replace(finished, output)
+        reader, _ = open_reader(target, sizes=False)
+        shares = share_selections(reader, min(request.jobs, MAX_CONVERTED_PARTS), selection.thread_ids)
+        parts = [_part_path(copy, share) for share in shares]
+        work = functools.partial(_convert_share, target, request.settings)
+        for threads in run_shares(work, shares, progress):
+            report.threads.extend(threads)
+        write_output(written, copy, parts, wal, carried)
+        report.tables_after = table_bytes(written)
+        os.replace(written, output)
         for companion in sidecars(output):
             companion.unlink(missing_ok=True)  # an empty -wal/-shm of the previous output (checked above)
         report.disk_after = file_bytes(output)
@@ -270,8 +279,28 @@ def _convert_sqlite(
             },
         )
     finally:
-        for leftover in (copy, *sidecars(copy), *(copy.with_name(copy.name + suffix) for suffix in _VACUUMED)):
-            leftover.unlink(missing_ok=True)
+        for scratch in (copy, *parts, written):
+            for leftover in (scratch, *sidecars(scratch)):
+                leftover.unlink(missing_ok=True)
+
+
+def _part_path(copy: Path, share: ThreadSelection) -> Path:
+    """Where one share keeps its converted rows: named by its threads, so the main process knows every name."""
+    return copy.with_name(f"{copy.name}.converted-{hashlib.sha256(repr(share).encode()).hexdigest()[:16]}")
+
+
+def _convert_share(
+    copy: SqliteTarget, settings: ConversionSettings, share: ThreadSelection, progress: Callable[[int], None] | None
+) -> list[ThreadConversion]:
+    """One range of threads, converted into a scratch database of its own (in a worker process, or here)."""
+    histories = SqliteLineageHistories(copy)
+    writer = SqliteRowWriter(copy.path, _part_path(copy.path, share))
+    try:
+        with without_cycle_collector():
+            return _convert_threads(copy, histories.history, writer, share, settings, progress)
+    finally:
+        histories.close()
+        writer.close()
 
 
 def _previous_refusals(output: Path, report: ConversionReport, source: SqliteTarget) -> dict[str, str]:
@@ -337,7 +366,7 @@ def _convert_postgres(
 
         writer = PostgresRowWriter(copy)
         try:
-            _convert_threads(copy, history, writer, selection, request.settings, report, progress)
+            report.threads.extend(_convert_threads(copy, history, writer, selection, request.settings, progress))
         finally:
             writer.close()
             # Its read transaction holds the copies' locks: end it before they are compacted.
@@ -371,15 +400,16 @@ def _convert_threads(
     writer: _Writer,
     selection: ThreadSelection,
     settings: ConversionSettings,
-    report: ConversionReport,
     progress: Callable[[int], None] | None,
-) -> None:
+) -> list[ThreadConversion]:
     reader, backend = open_reader(copy, sizes=False)
+    threads = []
     for results in iter_thread_results(reader, backend, ShapeSettings(), selection):
         thread = _convert_thread(results, history, writer, settings)
-        report.threads.append(thread)
+        threads.append(thread)
         if progress is not None:
             progress(thread.checkpoints)
+    return threads
 
 
 def _convert_thread(

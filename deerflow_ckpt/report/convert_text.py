@@ -52,7 +52,7 @@ def render_conversion(report: ConversionReport, console: Console) -> None:
         before, after = report.tables_before[table], report.tables_after.get(table, 0)
         console.print(Text(f"  {table}: {_change(before, after)} (stored column bytes)"))
     if report.backend is Backend.SQLITE:
-        disk = "file, vacuumed"
+        disk = "file"
     elif report.carried_over is None:
         disk = "saver tables on disk (a fresh copy, then compacted)"
     else:

@@ -1,11 +1,14 @@
-"""The SQLite side of `ckpt convert`: a consistent copy of the source, rewritten row by row, then swapped in.
+"""The SQLite side of `ckpt convert`: a consistent copy of the source, converted rows kept apart, an output
+written fresh.
 
 The source is read once, by SQLite's online backup API on a read-only connection (a live writer is fine:
-the copy is one consistent state of the database). Everything else happens on the copy, a temporary file
-beside the output: the scan and the proof read it read-only (WAL, so their snapshot stays the copy as made
-while rows are rewritten), each thread's rows are rewritten in a transaction of its own, which a refused
-thread rolls back, and the finished copy is vacuumed (the freed pages go) and renamed onto the output.
-Tables other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are never touched.
+the copy is one consistent state of the database). Everything else reads the copy, a temporary file beside
+the output that nothing writes: the scan and the proof, and the rewrite's row lookups. Each converting
+process keeps its converted rows in a scratch database of its own, each thread in a savepoint that a refused
+thread rolls back. The output is then
+written once, as VACUUM INTO would write the copy, with the converted rows in place of the copy's: the
+replaced rows (a full-mode store's lists, most of its bytes) are neither read again nor written. Tables
+other than the saver's (DeerFlow's `threads_meta`, runs and the rest) are carried over as stored.
 """
 
 from __future__ import annotations
@@ -29,11 +32,6 @@ from deerflow_ckpt.store.rewrite import (
 )
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import connect_readonly
-
-_UPDATE = """
-UPDATE checkpoints SET checkpoint = ?, metadata = ?
-WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
 
 
 def temporary_beside(output: Path) -> Path:
@@ -73,9 +71,6 @@ def copy_database(source: SqliteTarget, copy: Path) -> bool:
             # In one step, one read transaction: a stepped backup starts again whenever a writer commits, so
             # beside a busy writer it may never finish. In WAL mode the writer is not blocked meanwhile.
             reading.backup(writing)
-            # The copy is read while it is rewritten: WAL keeps the readers' snapshot. It is a scratch file
-            # until it is renamed, so a crash costs a re-run, not an fsync per thread.
-            writing.execute("PRAGMA journal_mode = WAL")
         finally:
             writing.close()
     except sqlite3.Error as exc:
@@ -103,68 +98,73 @@ def _thread_rows(connection: sqlite3.Connection, db: str) -> dict[Any, tuple[Any
 
 
 def catch_up(copy: Path, previous: Path) -> tuple[list[str], list[str]]:
-    """Carry the previous output's rows of every thread the source has not changed since into the fresh copy;
-    return the threads to convert (new or changed, text ids only) and those carried over."""
-    connection = sqlite3.connect(resolved(copy, StoreError).as_uri(), uri=True, isolation_level=None)
+    """The threads to convert again (new or changed since the previous output was written, text ids only) and
+    those whose converted rows the previous output already holds (carried over when the output is written)."""
+    connection = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
     try:
-        previous_uri = resolved(previous, StoreError).as_uri() + "?mode=ro"
-        connection.execute("ATTACH DATABASE ? AS previous", (previous_uri,))
+        connection.execute("ATTACH DATABASE ? AS previous", (_readonly_uri(previous),))
         fresh, before = _thread_rows(connection, "main"), _thread_rows(connection, "previous")
-        unchanged = [t for t, rows in fresh.items() if type(t) is str and before.get(t) == rows]
-        changed = sorted(t for t in fresh if type(t) is str and t not in set(unchanged))
-        connection.execute("BEGIN IMMEDIATE")
-        ids = json.dumps(unchanged)
-        connection.execute("DELETE FROM main.checkpoints WHERE thread_id IN (SELECT value FROM json_each(?))", (ids,))
-        connection.execute(
-            "INSERT INTO main.checkpoints SELECT * FROM previous.checkpoints "
-            "WHERE thread_id IN (SELECT value FROM json_each(?))",
-            (ids,),
-        )
-        connection.execute("COMMIT")
-        connection.execute("DETACH DATABASE previous")
     except sqlite3.Error as exc:
         raise StoreError(f"catching up {previous} failed: {exc}") from None
     finally:
         connection.close()
+    unchanged = [t for t, rows in fresh.items() if type(t) is str and before.get(t) == rows]
+    changed = sorted(t for t in fresh if type(t) is str and t not in set(unchanged))
     return changed, unchanged
 
 
-# Threads rewritten per transaction: each thread is a savepoint (a refused one is rolled back alone), and
-# committing seldom keeps the WAL's page writes few.
-_THREADS_PER_COMMIT = 256
-_LINEAGE_ROWS = """
-SELECT checkpoint_id, type, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+def _readonly_uri(path: Path) -> str:
+    return resolved(path, StoreError).as_uri() + "?mode=ro"
+
+
+# The copy is read by the rewrite's row lookups through memory mapping: a full-mode row's metadata follows its
+# list in the record, and walking that overflow chain page by page through read() costs four times as much.
+# Safe here, as it is not on the source: nobody else writes or truncates the scratch copy.
+_MMAP_BYTES = 1 << 40
+# Converted rows, kept in a scratch database until the output is written: only what changed (a NULL column
+# is a value kept as the copy stores it; a converted value is never NULL).
+_CONVERTED_TABLE = """
+CREATE TABLE converted (thread_id TEXT, checkpoint_ns TEXT, checkpoint_id TEXT, checkpoint BLOB, metadata BLOB,
+                        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))
 """
-_CHECKPOINT = "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-_UPDATE_METADATA = """
-UPDATE checkpoints SET metadata = ? WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+_CONVERTED_ROW = "INSERT INTO converted VALUES (?, ?, ?, ?, ?)"
+_ROW = "SELECT type, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+_ROW_WITH_DATA = """
+SELECT type, metadata, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
 """
 
 
 class SqliteRowWriter:
-    """Rewrites checkpoint rows of the copy: each thread in a savepoint, many threads per transaction."""
+    """Keeps the converted rows of the copy's threads apart (each thread in a savepoint: a refused one is
+    rolled back alone), then writes the output fresh from the copy and them (write_output)."""
 
-    def __init__(self, copy: Path) -> None:
+    def __init__(self, copy: Path, converted: Path) -> None:
         self.path = copy
-        self._connection = sqlite3.connect(copy, isolation_level=None)
-        self._connection.execute("PRAGMA synchronous = OFF")
-        # The readers keep their snapshot of the copy until the end, so the WAL cannot be folded in meanwhile:
-        # trying every 1000 pages only costs. Pages the rewrite touches are kept in memory (64 MiB at most).
-        self._connection.execute("PRAGMA wal_autocheckpoint = 0")
-        self._connection.execute("PRAGMA cache_size = -65536")
-        self._open = 0
-
-    def execute(self, query: str, parameters: tuple[Any, ...]) -> sqlite3.Cursor:
+        self.converted = converted
+        self._rows = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
+        self._connection = sqlite3.connect(converted, isolation_level=None)
         try:
-            return self._connection.execute(query, parameters)
+            self._rows.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+            # A scratch file: a crash costs a re-run, so no journal on disk and no fsync.
+            self._connection.execute("PRAGMA journal_mode = MEMORY")
+            self._connection.execute("PRAGMA synchronous = OFF")
+            self._connection.execute(_CONVERTED_TABLE)
         except sqlite3.Error as exc:
-            raise StoreError(f"rewriting {self.path} failed: {exc}") from None
+            self.close()
+            raise StoreError(f"preparing {converted} failed: {exc}") from None
 
-    def execute_many(self, query: str, rows: list[tuple[Any, ...]]) -> None:
+    def read(self, query: str, parameters: tuple[Any, ...]) -> tuple[Any, ...] | None:
         try:
-            self._connection.executemany(query, rows)
+            found: tuple[Any, ...] | None = self._rows.execute(query, parameters).fetchone()
         except sqlite3.Error as exc:
-            raise StoreError(f"rewriting {self.path} failed: {exc}") from None
+            raise StoreError(f"reading {self.path} failed: {exc}") from None
+        return found
+
+    def keep(self, row: tuple[Any, ...]) -> None:
+        try:
+            self._connection.execute(_CONVERTED_ROW, row)
+        except sqlite3.Error as exc:
+            raise StoreError(f"writing {self.converted} failed: {exc}") from None
 
     def lineage(self, thread_id: str, checkpoint_ns: str, delta: bool) -> SqliteLineageRewrite:
         return SqliteLineageRewrite(self, thread_id, checkpoint_ns, delta)
@@ -172,8 +172,6 @@ class SqliteRowWriter:
     @contextmanager
     def thread(self) -> Iterator[None]:
         """One thread's rewrites: kept whole, or rolled back whole when the body raises."""
-        if self._open == 0:
-            self._connection.execute("BEGIN IMMEDIATE")
         self._connection.execute("SAVEPOINT thread")
         try:
             yield
@@ -182,49 +180,20 @@ class SqliteRowWriter:
             self._connection.execute("RELEASE thread")
             raise
         self._connection.execute("RELEASE thread")
-        self._open += 1
-        if self._open >= _THREADS_PER_COMMIT:
-            self._commit()
-
-    def _commit(self) -> None:
-        if self._connection.in_transaction:
-            self._connection.execute("COMMIT")
-        self._open = 0
-
-    def finish(self, output: Path, wal: bool) -> None:
-        """Write the rewritten copy to `output` without the pages the rewrites freed (VACUUM INTO), in the
-        source's journal mode."""
-        connection = self._connection
-        try:
-            self._commit()
-            connection.execute("VACUUM INTO ?", (str(output),))
-        except sqlite3.Error as exc:
-            raise StoreError(f"writing {output} failed: {exc}") from None
-        finally:
-            connection.close()
-        if wal:
-            try:
-                finished = sqlite3.connect(output, isolation_level=None)
-                finished.execute("PRAGMA journal_mode = WAL")
-                finished.close()
-            except sqlite3.Error as exc:
-                raise StoreError(f"writing {output} failed: {exc}") from None
 
     def close(self) -> None:
+        self._rows.close()
         self._connection.close()
 
 
 class SqliteLineageRewrite:
-    """One lineage's checkpoints, rewritten one by one as the proof reaches them. Each row's type and metadata
-    are read up front (small); a checkpoint's bytes only where the messages value it stores changes."""
+    """One lineage's checkpoints, rewritten one by one as the proof reaches them: each row's type and metadata
+    are read by key, its checkpoint bytes only where the messages value it stores changes."""
 
     def __init__(self, writer: SqliteRowWriter, thread_id: str, checkpoint_ns: str, delta: bool) -> None:
         self._writer = writer
         self._key = (thread_id, checkpoint_ns)
         self._delta = delta
-        self._rows = {row[0]: (row[1], row[2]) for row in writer.execute(_LINEAGE_ROWS, self._key)}
-        # Rows whose metadata alone changes, written together by finish().
-        self._metadata: list[tuple[bytes | str, str, str, str]] = []
 
     def store(
         self,
@@ -236,39 +205,195 @@ class SqliteLineageRewrite:
     ) -> RowChange:
         """`stores_now`: the row holds a messages value today (the scan's record says so); each SQLite row stores
         its own value, so `fold_identity` (Postgres's one-value-per-version check) is not needed here."""
-        row = self._rows.get(checkpoint_id)
+        key = (*self._key, checkpoint_id)
+        reads_data = stores_now or messages is not None
+        row = self._writer.read(_ROW_WITH_DATA if reads_data else _ROW, key)
         if row is None:
             raise RowNotRewritable(f"checkpoint {checkpoint_id}'s key is not stored as text")
-        kind, metadata = row
+        kind, metadata = row[0], row[1]
         if kind != "msgpack" or not isinstance(metadata, bytes | str):
             raise RowNotRewritable(f"checkpoint {checkpoint_id} is not stored as msgpack")
-        key = (*self._key, checkpoint_id)
         new_metadata = converted_metadata_bytes(metadata, self._delta, counters)
-        before = after = _length(metadata)
-        after = _length(new_metadata)
-        changed = new_metadata != metadata
-        if stores_now or messages is not None:
-            found = self._writer.execute(_CHECKPOINT, key).fetchone()
-            data = found[0] if found is not None else None
+        before, after = _length(metadata), _length(new_metadata)
+        metadata_changed = new_metadata != metadata
+        new_data: bytes | None = None
+        if reads_data:
+            data = row[2]
             if not isinstance(data, bytes):
                 raise RowNotRewritable(f"checkpoint {checkpoint_id} is not stored as msgpack bytes")
-            new_data = with_messages(split_checkpoint(data), messages)
-            before, after = before + len(data), after + len(new_data)
-            if new_data != data:
-                self._writer.execute(_UPDATE, (new_data, new_metadata, *key))
-                return RowChange(before, after, True)
+            rewritten = with_messages(split_checkpoint(data), messages)
+            before, after = before + len(data), after + len(rewritten)
+            new_data = rewritten if rewritten != data else None
+        changed = metadata_changed or new_data is not None
         if changed:
-            self._metadata.append((new_metadata, *key))
+            self._writer.keep((*key, new_data, new_metadata if metadata_changed else None))
         return RowChange(before, after, changed)
 
     def finish(self) -> tuple[int, int]:
-        """Write the rows whose metadata alone changed; SQLite keeps no blobs apart."""
-        self._writer.execute_many(_UPDATE_METADATA, self._metadata)
+        """SQLite keeps no blobs apart: nothing more to write."""
         return 0, 0
+
+
+# Converting processes, each with its scratch database of converted rows: all are attached to write the output,
+# beside the copy and a catch-up's previous output, within SQLite's default limit of 10 attached databases.
+MAX_CONVERTED_PARTS = 8
+
+
+def write_output(
+    output: Path, copy: Path, parts: list[Path], wal: bool, carried: tuple[Path, list[str]] | None = None
+) -> None:
+    """Write `output` as VACUUM INTO would write the copy, with the converted rows of `parts` in place of the
+    copy's own (and with `carried`, a catch-up: the previous output's rows of the threads it names). Nothing
+    is written twice and the copy's replaced rows are never read: a full-mode store's lists are most of its
+    bytes."""
+    settings = sqlite3.connect(_readonly_uri(copy), uri=True, isolation_level=None)
+    try:
+        encoding, page_size, auto_vacuum, user_version, application_id = (
+            settings.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("encoding", "page_size", "auto_vacuum", "user_version", "application_id")
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"reading {copy} failed: {exc}") from None
+    finally:
+        settings.close()
+    connection = sqlite3.connect(output, isolation_level=None)
+    try:
+        # What must be set before the first table, as VACUUM sets it; the database is written once, unjournaled.
+        connection.execute(f"PRAGMA encoding = '{encoding}'")
+        connection.execute(f"PRAGMA page_size = {int(page_size)}")
+        connection.execute(f"PRAGMA auto_vacuum = {int(auto_vacuum)}")
+        connection.execute("PRAGMA main.journal_mode = OFF")
+        connection.execute("PRAGMA main.synchronous = OFF")
+        connection.execute("ATTACH DATABASE ? AS copy", (_readonly_uri(copy),))
+        for number, part in enumerate(parts):
+            connection.execute(f"ATTACH DATABASE ? AS converted{number}", (_readonly_uri(part),))
+        if carried is not None:
+            connection.execute("ATTACH DATABASE ? AS previous", (_readonly_uri(carried[0]),))
+        connection.execute("BEGIN")
+        _copy_schema_and_rows(connection, len(parts), carried)
+        connection.execute(f"PRAGMA user_version = {int(user_version)}")
+        connection.execute(f"PRAGMA application_id = {int(application_id)}")
+        connection.execute("COMMIT")
+        if wal:
+            connection.execute("PRAGMA main.journal_mode = WAL")
+    except sqlite3.Error as exc:
+        raise StoreError(f"writing {output} failed: {exc}") from None
+    finally:
+        connection.close()
+
+
+# The schema in VACUUM's order: tables (sqlite_sequence comes with the first AUTOINCREMENT table), their rows,
+# then indexes, then views, triggers and virtual tables, whose definitions are copied as they are stored.
+_TABLES = """
+SELECT name, sql FROM copy.sqlite_schema
+WHERE type = 'table' AND name <> 'sqlite_sequence' AND coalesce(rootpage, 1) > 0 ORDER BY rowid
+"""
+_INDEXES = "SELECT sql FROM copy.sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY rowid"
+_DEFINITIONS = """
+SELECT type, name, tbl_name, sql FROM copy.sqlite_schema
+WHERE type IN ('view', 'trigger') OR (type = 'table' AND rootpage = 0) ORDER BY rowid
+"""
+# The statistics tables cannot be created by name; ANALYZE of the schema table alone creates them empty.
+_STATISTICS = ("sqlite_stat1", "sqlite_stat4")
+
+
+def _copy_schema_and_rows(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
+    tables = connection.execute(_TABLES).fetchall()
+    statistics = [name for name, _ in tables if name in _STATISTICS]
+    for name, sql in tables:
+        if name not in _STATISTICS:
+            connection.execute(sql)
+    if statistics:
+        connection.execute("ANALYZE main.sqlite_schema")
+    names = [name for name, _ in tables]
+    if connection.execute("SELECT 1 FROM copy.sqlite_schema WHERE name = 'sqlite_sequence'").fetchone():
+        names.append("sqlite_sequence")
+    for name in names:
+        quoted = _quote(name)
+        if name == "checkpoints":
+            _copy_checkpoints(connection, parts, carried)
+        elif name in _STATISTICS or name == "sqlite_sequence":
+            connection.execute(f"DELETE FROM main.{quoted}")
+            connection.execute(f"INSERT INTO main.{quoted} SELECT * FROM copy.{quoted}")
+        else:
+            connection.execute(_rows_with_rowids(connection, name))
+    for (sql,) in connection.execute(_INDEXES).fetchall():
+        connection.execute(sql)
+    definitions = connection.execute(_DEFINITIONS).fetchall()
+    if definitions:
+        connection.execute("PRAGMA writable_schema = ON")
+        for kind, name, table, sql in definitions:
+            connection.execute(
+                "INSERT INTO main.sqlite_schema (type, name, tbl_name, rootpage, sql) VALUES (?, ?, ?, 0, ?)",
+                (kind, name, table, sql),
+            )
+        connection.execute("PRAGMA writable_schema = OFF")
+
+
+def _rows_with_rowids(connection: sqlite3.Connection, name: str) -> str:
+    """The INSERT that copies a table's rows, their rowids kept where the table has them (a plain INSERT ...
+    SELECT * numbers them afresh, and an app may keep them)."""
+    quoted = _quote(name)
+    columns = [row[1] for row in connection.execute("SELECT * FROM pragma_table_info(?, 'copy')", (name,))]
+    if not _has_rowids(connection, quoted) or "rowid" in (column.lower() for column in columns):
+        return f"INSERT INTO main.{quoted} SELECT * FROM copy.{quoted}"
+    listed = ", ".join(_quote(column) for column in columns)
+    return f"INSERT INTO main.{quoted} (rowid, {listed}) SELECT rowid, {listed} FROM copy.{quoted} ORDER BY rowid"
+
+
+def _has_rowids(connection: sqlite3.Connection, quoted: str) -> bool:
+    """False for a WITHOUT ROWID table (asked this way, it works on every SQLite version)."""
+    try:
+        connection.execute(f"SELECT rowid FROM copy.{quoted} LIMIT 0")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+def _copy_checkpoints(connection: sqlite3.Connection, parts: int, carried: tuple[Path, list[str]] | None) -> None:
+    """The copy's checkpoint rows in their order, rowids kept, each converted column from the part that
+    converted its thread (coalesce reads the copy's value only where none was); a catch-up's carried threads
+    from the previous output instead."""
+    columns = [row[1] for row in connection.execute("SELECT * FROM pragma_table_info('checkpoints', 'copy')")]
+    converted = ("checkpoint", "metadata")
+    chosen = [
+        f"coalesce({', '.join(f'k{n}.{_quote(c)}' for n in range(parts))}, c.{_quote(c)})"
+        if c in converted and parts
+        else f"c.{_quote(c)}"
+        for c in columns
+    ]
+    joins = "".join(
+        f" LEFT JOIN converted{n}.converted AS k{n} ON k{n}.thread_id = c.thread_id"
+        f" AND k{n}.checkpoint_ns = c.checkpoint_ns AND k{n}.checkpoint_id = c.checkpoint_id"
+        for n in range(parts)
+    )
+    listed = ", ".join(_quote(c) for c in columns)
+    carried_ids = json.dumps(carried[1] if carried is not None else [])
+    connection.execute(
+        f"INSERT INTO main.checkpoints (rowid, {listed}) SELECT c.rowid, {', '.join(chosen)} "
+        f"FROM copy.checkpoints AS c{joins} "
+        "WHERE c.thread_id NOT IN (SELECT value FROM json_each(?)) ORDER BY c.rowid",
+        (carried_ids,),
+    )
+    if carried is not None:
+        connection.execute(
+            f"INSERT INTO main.checkpoints ({listed}) SELECT {listed} FROM previous.checkpoints "
+            "WHERE thread_id IN (SELECT value FROM json_each(?))",
+            (carried_ids,),
+        )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _length(value: bytes | str) -> int:
     return len(value.encode()) if isinstance(value, str) else len(value)
+
+
+def _stored_length(column: str) -> str:
+    """A column's stored bytes: a BLOB's length is read from the record header, without loading the value."""
+    return f"CASE typeof({column}) WHEN 'blob' THEN length({column}) ELSE length(CAST({column} AS BLOB)) END"
 
 
 def file_bytes(path: Path) -> int:
@@ -281,10 +406,9 @@ def table_bytes(path: Path) -> dict[str, int]:
     connection = connect_readonly(SqliteTarget(path))
     try:
         checkpoints = connection.execute(
-            "SELECT coalesce(sum(length(CAST(checkpoint AS BLOB)) + length(CAST(metadata AS BLOB))), 0) "
-            "FROM checkpoints"
+            f"SELECT coalesce(sum({_stored_length('checkpoint')} + {_stored_length('metadata')}), 0) FROM checkpoints"
         ).fetchone()[0]
-        writes = connection.execute("SELECT coalesce(sum(length(CAST(value AS BLOB))), 0) FROM writes").fetchone()[0]
+        writes = connection.execute(f"SELECT coalesce(sum({_stored_length('value')}), 0) FROM writes").fetchone()[0]
     finally:
         connection.close()
     return {"checkpoints": int(checkpoints), "writes": int(writes)}
