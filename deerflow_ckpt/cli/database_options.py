@@ -95,7 +95,7 @@ JOBS_OPTION = typer.Option(
     metavar="N",
     show_default=f"one per {CHECKPOINTS_PER_PROCESS:,} checkpoints, at most the idle CPUs and {MAX_AUTO_JOBS}",
     help="Processes reading thread ranges in parallel. Without it the store's size, the CPUs this process may "
-    "use and the machine's load decide (--verbose says how many and why).",
+    "use and the machine's load decide.",
 )
 IMMUTABLE_OPTION = typer.Option(
     False,

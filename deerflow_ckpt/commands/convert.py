@@ -88,8 +88,9 @@ class ConvertRequest:
     catch_up: bool = False
     # DeerFlow's Redis history cache for this database, where the config that chose it enables one.
     history_cache: HistoryCache | None = None
-    # SQLite: processes converting thread ranges in parallel (each keeps its converted rows apart).
-    jobs: int = 1
+    # SQLite: processes converting thread ranges in parallel (each keeps its converted rows apart); None: as
+    # many as the store's size and the machine allow (commands/shares.auto_jobs).
+    jobs: int | None = 1
 
 
 @dataclass
@@ -257,7 +258,8 @@ def _convert_sqlite(
             report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
         reader, _ = open_reader(target, sizes=False)
-        shares = share_selections(reader, min(request.jobs, MAX_CONVERTED_PARTS), selection.thread_ids)
+        jobs = None if request.jobs is None else min(request.jobs, MAX_CONVERTED_PARTS)
+        shares = share_selections(reader, jobs, selection.thread_ids).selections
         parts = [_part_path(copy, share) for share in shares]
         work = functools.partial(_convert_share, target, request.settings)
         for threads in run_shares(work, shares, progress):

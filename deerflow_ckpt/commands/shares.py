@@ -88,19 +88,6 @@ def _add_to_worker_counter(seen: int) -> None:
         _worker_counter.value += seen
 
 
-@contextlib.contextmanager
-def without_cycle_collector() -> Iterator[None]:
-    """Pause the cyclic GC around a share's work: a scan allocates millions of acyclic containers that
-    reference counting frees at once, and the collector's passes over them cost a quarter of the scan time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _in_worker(work: ShareWork[Result], selection: ThreadSelection) -> Result:
     return work(selection, _add_to_worker_counter)
 
