@@ -2,13 +2,15 @@
 
 Run by hand, never from the tests:
 
-    python -m benchmarks.bench_startup --rounds 21 [--config FILE ...] [--importtime]
+    python -m benchmarks.bench_startup --rounds 21 [--config FILE ...] [--db FILE] [--importtime]
 
 Each round runs every command once in a fresh process, in turn, so a busy machine slows all of them
 alike; the medians and their ratios to `python -c "import typer"` (the start-up baseline) and to a
 two-command typer app (the floor any typer CLI pays: typer builds its parameter converters on first
 parse) are printed. `--config` adds `migrate-config --check FILE` runs (a large real config, say);
-`--importtime` prints the slowest imports of `migrate-config --check` from `python -X importtime`.
+`--db` adds `verify-shape` and `inspect summary` on that SQLite store with json output (a small store shows
+their fixed cost: imports, opening, the process pool where one is started); `--importtime` prints the
+slowest imports of `migrate-config --check` (and of verify-shape with `--db`) from `python -X importtime`.
 Bytecode is written and used as in an installed package, whatever PYTHONDONTWRITEBYTECODE says.
 """
 
@@ -51,7 +53,7 @@ def _ckpt() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "deerflow_ckpt"]
 
 
-def _commands(scratch: Path, configs: list[Path]) -> dict[str, list[str]]:
+def _commands(scratch: Path, configs: list[Path], db: Path | None = None) -> dict[str, list[str]]:
     small = scratch / "config.yaml"
     small.write_text(SMALL_CONFIG)
     typer_app = scratch / "typer_app.py"
@@ -68,6 +70,10 @@ def _commands(scratch: Path, configs: list[Path]) -> dict[str, list[str]]:
     }
     for config in configs:
         commands[f"ckpt migrate-config --check {config.name}"] = [*ckpt, "migrate-config", "--check", str(config)]
+    if db is not None:
+        json_to = ["--format", "json", "-o", os.devnull]
+        commands[f"ckpt verify-shape {db.name}"] = [*ckpt, "verify-shape", "--db", str(db), "--cadence", "10", *json_to]
+        commands[f"ckpt inspect summary {db.name}"] = [*ckpt, "inspect", "summary", "--db", str(db), "--format", "json"]
     return commands
 
 
@@ -106,11 +112,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--config", type=Path, action="append", default=[], help="also time migrate-config on it")
+    parser.add_argument("--db", type=Path, help="also time verify-shape and inspect summary on this SQLite store")
     parser.add_argument("--importtime", action="store_true", help="print the slowest imports of migrate-config")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         scratch = Path(name)
-        commands = _commands(scratch, [path.resolve() for path in args.config])
+        commands = _commands(scratch, [path.resolve() for path in args.config], args.db and args.db.resolve())
         samples: dict[str, list[float]] = {label: [] for label in commands}
         for argv in commands.values():  # warm the page cache and the bytecode caches
             _time(argv, scratch)
@@ -128,6 +135,8 @@ def main() -> None:
             )
         if args.importtime:
             _importtime(["migrate-config", "--check", str(scratch / "config.yaml")], scratch, 25)
+            if args.db is not None:
+                _importtime(["verify-shape", "--db", str(args.db.resolve()), "--format", "json"], scratch, 25)
 
 
 if __name__ == "__main__":

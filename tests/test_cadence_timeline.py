@@ -326,6 +326,14 @@ def inspect_json(built: BuiltDatabase, *args: str) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
+def test_inspect_summary_in_several_processes_draws_the_same_timeline(built_timelines: Builder, backend: str) -> None:
+    for scenario in ("clean-switch", "rolling-switch", "concurrent-writers"):
+        built = built_timelines(backend, scenario)
+        single, parallel = inspect_json(built, "summary", "--jobs", "1"), inspect_json(built, "summary", "--jobs", "3")
+        assert parallel == single, scenario
+
+
 def test_inspect_summary_shows_the_timeline(built_timelines: Builder, backend: str) -> None:
     built = built_timelines(backend, "clean-switch")
     summary = inspect_json(built, "summary")["summary"]

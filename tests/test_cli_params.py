@@ -1,9 +1,10 @@
 """Option values coerced without pydantic (cli/params.py) come out exactly as typer's own coercion makes them.
 
 Every option and argument of every command that takes the direct path is given the values an operator could
-type (each choice, other spellings of it, paths that exist as files or directories or not at all, text, lists)
-and coerced both ways: the same value of the same type, or the same refusal in the same words. And a
-migrate-config run, what pre-commit calls on every commit, imports no pydantic.
+type (each choice, other spellings of it, paths that exist as files or directories or not at all, text, lists,
+integers in and out of bounds and in pydantic's lax spellings) and coerced both ways: the same value of the
+same type, or the same refusal in the same words. And a migrate-config run, what pre-commit calls on every
+commit, and a verify-shape or inspect run that reads no config, import no pydantic.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def _samples(annotation: Any, tmp_path: Path) -> list[Any]:
         return [tuple(items[:2]), tuple(items), ()]
     if annotation is bool:
         return [True, False]
+    if annotation is int:
+        # Bounds (0, 1), pydantic's lax forms (sign, spaces, underscores, a float's text, a bool), digits
+        # no option takes, and the int defaults typer passes through the same coercion.
+        return ["1", "10", "007", "0", "-1", "+5", " 5", "5 ", "1_000", "1.0", "1e3", "0x10", "\u0663", "abc", "",
+                "9" * 18, "9" * 19, 0, 1, 4, -3, True, 2.0]  # fmt: skip
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         values = [str(member.value) for member in annotation]
         return [*values, values[0].upper(), "nope", ""]
@@ -76,29 +82,38 @@ def test_every_direct_option_agrees_with_typer(tmp_path: Path) -> None:
     assert len(checked) >= 60
 
 
-def test_options_of_other_kinds_are_left_to_typer() -> None:
-    """An integer option (--jobs, --top) keeps typer's coercion: its bounds and messages are typer's."""
-    left = [
+def test_integer_options_take_the_direct_path() -> None:
+    """Every integer option (--jobs, --cadence, --top) is coerced directly, typer's coercion behind it."""
+    integers = {
         (ctx.command_path, param.name)
         for ctx in contexts()
         for param in ctx.command.get_params(ctx)
         if getattr(param, "type_descriptor", None) is not None and param.type_descriptor.annotation is int
-    ]
-    assert ("ckpt verify-shape", "jobs") in left
-    for ctx, param in _direct_params():
-        assert param.type_descriptor.annotation is not int, (ctx.command_path, param.name)
+    }
+    direct = {(ctx.command_path, param.name) for ctx, param in _direct_params()}
+    assert {
+        ("ckpt verify-shape", "jobs"),
+        ("ckpt verify-shape", "cadence"),
+        ("ckpt inspect summary", "heaviest"),
+    } <= integers
+    assert integers <= direct
 
 
-def test_migrate_config_imports_no_pydantic(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text("database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 10\n")
+def _pydantic_modules_after(*args: str) -> tuple[int, list[str]]:
+    """The exit code of `ckpt ARGS` in a fresh interpreter, and the pydantic modules it imported."""
     probe = (
         "import json, sys\n"
         "from deerflow_ckpt.cli.app import main\n"
-        f"sys.argv = ['ckpt', 'migrate-config', '--check', '--format', 'json', {str(config)!r}]\n"
+        f"sys.argv = ['ckpt', *{list(args)!r}]\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
         "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic')]))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert code == 1 and loaded == []
+    return code, loaded
+
+
+def test_migrate_config_imports_no_pydantic(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 10\n")
+    assert _pydantic_modules_after("migrate-config", "--check", "--format", "json", str(config)) == (1, [])

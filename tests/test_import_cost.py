@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import BuiltDatabase
+
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 HEAVY = ("langgraph", "langchain_core", "psycopg", "psycopg_pool", "ormsgpack", "aiosqlite")
 
@@ -35,16 +37,17 @@ sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded, "ours": our
 """
 
 
-def probe(*args: str, stdin: bytes = b"") -> dict[str, object]:
+def probe(*args: str, stdin: bytes = b"", heavy: tuple[str, ...] = HEAVY, cwd: Path | None = None) -> dict[str, object]:
     # The variables the lint configs reference are set, as where DeerFlow runs (an unset one is a CK500).
     env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
+        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(heavy)],
         env=env,
         input=stdin,
         capture_output=True,
         check=True,
         timeout=120,
+        cwd=cwd,
     )
     report = json.loads(completed.stdout.decode().strip().splitlines()[-1])
     assert isinstance(report, dict)
@@ -95,6 +98,28 @@ def test_migrate_config_from_stdin_imports_nothing_heavy() -> None:
 
 
 LINT = Path(__file__).resolve().parents[1] / "fixtures" / "lint_configs"
+
+# What a scan given --db and --cadence, reading in one process, has no use for: pydantic (typer's adapters, or
+# config validation), PyYAML (no config is read), rich (no text report), multiprocessing's pool, the deep proof.
+SCAN_NEEDS_NONE_OF = ("pydantic", "yaml", "rich", "multiprocessing", "concurrent")
+
+
+@pytest.mark.slow
+def test_a_json_scan_in_one_process_loads_only_what_it_uses(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    args = ("verify-shape", "--db", built_sqlite.db, "--cadence", "3", "--format", "json", "-o", os.devnull)
+    report = probe(*args, "--jobs", "1", heavy=SCAN_NEEDS_NONE_OF, cwd=tmp_path)
+    assert report["code"] == 1  # the fixture database holds faults
+    assert report["loaded"] == ["concurrent", "concurrent.futures", "concurrent.futures._base"]
+    assert not [
+        name
+        for name in report["ours"]
+        if name.startswith(("deerflow_ckpt.analysis.replay", "deerflow_ckpt.config.values"))
+    ]  # type: ignore[union-attr]
+    # Two processes bring the pool; the text report brings rich.
+    parallel = probe(*args, "--jobs", "2", heavy=SCAN_NEEDS_NONE_OF, cwd=tmp_path)["loaded"]
+    assert "multiprocessing" in parallel and "concurrent.futures.process" in parallel  # type: ignore[operator]
+    text = probe(*args[:-4], "--jobs", "1", heavy=SCAN_NEEDS_NONE_OF, cwd=tmp_path)["loaded"]
+    assert "rich" in text and "pydantic" not in text  # type: ignore[operator]
 
 
 @pytest.mark.parametrize(

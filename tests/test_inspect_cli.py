@@ -171,6 +171,19 @@ def test_all_and_top(built: BuiltDatabase) -> None:
         assert [t["thread_id"] for t in top] == [t["thread_id"] for t in ranked[:4]], by
 
 
+@pytest.mark.slow
+def test_summary_read_by_several_processes_is_the_same(built: BuiltDatabase) -> None:
+    """inspect summary splits the threads over processes as verify-shape does; every byte of every format is the
+    same as one process's, the heaviest threads and the timeline (its epochs and fronts, merged) included."""
+    for output_format in ("json", "csv"):
+        single = run("summary", *db_args(built), "--heaviest", "3", "--format", output_format, "--jobs", "1")
+        parallel = run("summary", *db_args(built), "--heaviest", "3", "--format", output_format, "--jobs", "3")
+        assert single.exit_code == parallel.exit_code == 0, single.output + parallel.output
+        assert parallel.stdout == single.stdout
+    said = run("summary", *db_args(built), "--format", "json", "--jobs", "3", "--verbose").stderr.splitlines()
+    assert any(line.startswith("ckpt: threads read by 3 processes (--jobs 3;") for line in said), said
+
+
 def test_summary(built: BuiltDatabase) -> None:
     every = as_json(built, "thread", "--all")["threads"]
     summary = as_json(built, "summary", "--heaviest", "3")["summary"]

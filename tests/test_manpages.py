@@ -135,9 +135,9 @@ def test_man_renders_verify_shape_format(generated: Path) -> None:
 
 
 def test_machine_dependent_defaults_are_words(generated: Path) -> None:
-    """--jobs defaults to this machine's CPU count; its page must say so in words, not show a number."""
+    """--jobs defaults to what this machine and the store allow; its page must say so in words, not show a number."""
     page = render(generated / "ckpt-verify-shape.1")
-    assert "CPUs, at most 4" in page
+    assert "at most the idle CPUs and 4" in page
 
 
 def test_roff_escaping_survives_groff(tmp_path: Path) -> None:

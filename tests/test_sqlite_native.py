@@ -103,7 +103,7 @@ def test_the_builders_database_reads_the_same(built_sqlite: BuiltDatabase, compi
 
 def test_selections_read_the_same(built_sqlite: BuiltDatabase, compiled_calls: list[str]) -> None:
     reader = SqliteCheckpointReader(SqliteTarget(built_sqlite.path))
-    points = reader.split_points(3)
+    points = reader.split_points(lambda _: 3)
     assert len(points) == 2
     bounds: list[str | None] = [None, *points, None]
     shares = [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]

@@ -96,6 +96,18 @@ class DatabaseSummary(StoreCounts):
                 self.first_evidence.setdefault(epoch.evidence_bounds, FirstEvidence()).add(epoch.fronts)
                 self.epochs.append(epoch.without_first_fronts())
 
+    def merge(self, other: DatabaseSummary) -> None:
+        """Fold in the summary of other threads (another worker's share), as if they had been added here."""
+        self.add_counts(other)
+        self.unsettled.update(other.unsettled)
+        self.changed += other.changed
+        self.storage += other.storage
+        for thread in other.heaviest:
+            self._top.add(thread)
+        self.epochs.extend(other.epochs)
+        for bounds, evidence in other.first_evidence.items():
+            self.first_evidence.setdefault(bounds, FirstEvidence()).merge(evidence)
+
     def timeline(self, settings: InspectSettings) -> Timeline:
         return build_timeline(self.epochs, settings.timeline, settings.expected_cadence, self.first_evidence)
 

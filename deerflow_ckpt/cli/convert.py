@@ -102,7 +102,7 @@ def convert(
     ),
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
-    jobs: int = database_options.JOBS_OPTION,
+    jobs: int | None = database_options.JOBS_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
 ) -> None:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.cli.console import message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment, say_passed_over
-from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS
 from deerflow_ckpt.config.discovery import discover, passed_over
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.locations import SqliteLocation
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget, choose, target_from_argument
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.config.database import DatabaseSettings
 
 DB_OPTION = typer.Option(
     None,
@@ -88,12 +91,13 @@ VERBOSE_OPTION = typer.Option(
     "(not built, or CKPT_NATIVE=0).",
 )
 JOBS_OPTION = typer.Option(
-    min(os.cpu_count() or 1, 4),
+    None,
     "--jobs",
     min=1,
     metavar="N",
-    show_default="CPUs, at most 4",
-    help="Processes reading thread ranges in parallel.",
+    show_default=f"one per {CHECKPOINTS_PER_PROCESS:,} checkpoints, at most the idle CPUs and {MAX_AUTO_JOBS}",
+    help="Processes reading thread ranges in parallel. Without it the store's size, the CPUs this process may "
+    "use and the machine's load decide.",
 )
 IMMUTABLE_OPTION = typer.Option(
     False,
@@ -131,6 +135,11 @@ def say_reading_path(target: DatabaseTarget) -> None:
     from deerflow_ckpt.store.readers import reading_path
 
     message(f"ckpt: rows read and judged by: {reading_path(target)}")
+
+
+def say_processes(processes: int, why: str) -> None:
+    """--verbose: how many processes read the threads, and why that many."""
+    message(f"ckpt: threads read by {processes} process{'es' if processes > 1 else ''} ({why})")
 
 
 def with_timeouts(selection: DatabaseSelection, network: str, statement: str | None) -> DatabaseSelection:

@@ -13,7 +13,7 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import info, is_quiet, stderr_console, text_console
+from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet, stderr_console, text_console
 from deerflow_ckpt.errors import StoreError
 
 if TYPE_CHECKING:
@@ -247,6 +247,7 @@ def summary(
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
     verbose: bool = database_options.VERBOSE_OPTION,
+    jobs: int | None = database_options.JOBS_OPTION,
 ) -> None:
     """The whole database at a glance: threads by mode, the cadence over time, bytes by kind, heaviest threads."""
     from deerflow_ckpt.analysis.inspection import InspectSettings
@@ -270,8 +271,13 @@ def summary(
         verbose=verbose,
     )
     scope = inspection.scope
-    with _ThreadCounter(output_format) as tick:
-        result, timeline = summarize(inspection, heaviest, tick)
+    show_progress = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
+    summarized = counting_checkpoints(
+        lambda progress: summarize(inspection, heaviest, progress, jobs=jobs), show_progress, color.flag(), "reading"
+    )
+    if verbose:
+        database_options.say_processes(len(summarized.split.selections), summarized.split.why)
+    result, timeline = summarized.summary, summarized.timeline
     if output_format is InspectFormat.json:
         from deerflow_ckpt.report.inspect_json import summary_to_json
 

@@ -2,10 +2,12 @@
 
 typer 0.29 coerces each option's value through a pydantic TypeAdapter it builds on the first parse: importing
 pydantic and building the adapters costs more than the rest of `ckpt migrate-config`, which pre-commit runs on
-every commit. For ckpt's kinds of options (text, flags, paths, choices, and lists of them) those adapters wrap
-typer's `coerce_cli_path` and `coerce_cli_choice`, so these are called directly. A value they refuse, and
-every other kind of option, goes through typer's own coercion, with its own messages
-(`tests/test_cli_params.py` compares the two on every option of every command).
+every commit, and a third of verify-shape's start-up. For ckpt's kinds of options (text, flags, paths, choices,
+and lists of them) those adapters wrap typer's `coerce_cli_path` and `coerce_cli_choice`, so these are called
+directly; an integer (--jobs, --cadence, --top) written as plain decimal digits within the option's bounds is
+that number. A value the direct path does not take (a sign, a space, a bound crossed), and every other kind of
+option, goes through typer's own coercion, with its own messages (`tests/test_cli_params.py` compares the two
+on every option of every command).
 
 typer's coercion layer is private: cli/app.py imports this module only where it exists, and a typer without
 it (before 0.29) never used pydantic to parse.
@@ -33,6 +35,8 @@ def _direct(annotation: Any, parameter_info: Any, value: Any, param: Any, ctx: A
         return [_direct(item, parameter_info, one, param, ctx) for one in value]
     if annotation is bool and isinstance(value, bool):
         return value  # a flag: click parsed it already
+    if annotation is int:
+        return _plain_integer(value, parameter_info)
     if not isinstance(value, str):
         raise _Refused
     if annotation is str:
@@ -46,10 +50,29 @@ def _direct(annotation: Any, parameter_info: Any, value: Any, param: Any, ctx: A
         raise _Refused from None
 
 
+# More digits than any count ckpt takes: such a value is left to typer (and Python's own digit limit).
+_MAX_DIGITS = 18
+
+
+def _plain_integer(value: Any, parameter_info: Any) -> int:
+    """An int default, or a string of ASCII digits, inside the option's bounds; pydantic's lax spellings
+    ("+5", " 5", "1_000", "1.0") and every refusal are typer's to make."""
+    if type(value) is int:
+        number = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _MAX_DIGITS:
+        number = int(value)
+    else:
+        raise _Refused
+    low, high = parameter_info.min, parameter_info.max
+    if parameter_info.clamp or (low is not None and number < low) or (high is not None and number > high):
+        raise _Refused
+    return number
+
+
 def _handled(annotation: Any) -> bool:
     if get_origin(annotation) is list:
         return _handled(get_args(annotation)[0])
-    return annotation in (str, bool) or (isinstance(annotation, type) and issubclass(annotation, (Path, Enum)))
+    return annotation in (str, bool, int) or (isinstance(annotation, type) and issubclass(annotation, (Path, Enum)))
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def retention(
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
     network_timeout: str = database_options.NETWORK_TIMEOUT_OPTION,
     statement_timeout: str | None = database_options.STATEMENT_TIMEOUT_OPTION,
-    jobs: int = database_options.JOBS_OPTION,
+    jobs: int | None = database_options.JOBS_OPTION,
     color: ColorChoice = ci_options.COLOR_OPTION,
     quiet: bool = ci_options.QUIET_OPTION,
     verbose: bool = database_options.VERBOSE_OPTION,
@@ -126,6 +126,8 @@ def retention(
         plan = counting_checkpoints(
             lambda progress: plan_retention(request, progress, jobs=jobs), show_progress, color.flag(), "planning"
         )
+        if verbose:
+            database_options.say_processes(plan.processes, plan.processes_why)
         _deliver(plan, output_format, output, batch, top, color)
 
 

@@ -14,7 +14,7 @@ from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
-    pass
+    from rich.console import Console
 
 
 def verify_shape(
@@ -46,7 +46,7 @@ def verify_shape(
         help="Also prove every stored message list (snapshot or full-mode list) equals the replay of the "
         "writes before it (CK106); a second read-only pass.",
     ),
-    jobs: int = database_options.JOBS_OPTION,
+    jobs: int | None = database_options.JOBS_OPTION,
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -83,15 +83,28 @@ def verify_shape(
     report = counting_checkpoints(
         lambda progress: scan(request, progress, jobs=jobs), show_progress, color.flag(), "scanning"
     )
+    if verbose:
+        database_options.say_processes(report.processes, report.processes_why)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
-    from deerflow_ckpt.report import shape_ci, shape_json, shape_text
+    from deerflow_ckpt.report import shape_ci
+
+    def json_document() -> str:
+        from deerflow_ckpt.report import shape_json
+
+        return shape_json.to_json(report, fail_on, int(exit_code))
+
+    def render_text(console: Console) -> None:
+        # rich is imported only for the text report (a third of a small scan's start-up).
+        from deerflow_ckpt.report import shape_text
+
+        shape_text.render_text(report, console)
 
     rendered = delivery.Report(
         command="verify-shape",
         headline=shape_ci.headline(report),
         annotations=lambda: shape_ci.annotations_of(report),
-        json_document=lambda: shape_json.to_json(report, fail_on, int(exit_code)),
-        render_text=lambda console: shape_text.render_text(report, console),
+        json_document=json_document,
+        render_text=render_text,
     )
     delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))

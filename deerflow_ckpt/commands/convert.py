@@ -88,8 +88,9 @@ class ConvertRequest:
     catch_up: bool = False
     # DeerFlow's Redis history cache for this database, where the config that chose it enables one.
     history_cache: HistoryCache | None = None
-    # SQLite: processes converting thread ranges in parallel (each keeps its converted rows apart).
-    jobs: int = 1
+    # SQLite: processes converting thread ranges in parallel (each keeps its converted rows apart); None: as
+    # many as the store's size and the machine allow (commands/shares.auto_jobs).
+    jobs: int | None = 1
 
 
 @dataclass
@@ -257,7 +258,8 @@ def _convert_sqlite(
             report.still_refused = {t: previous[t] for t in unchanged if t in previous}
         target = SqliteTarget(copy)
         reader, _ = open_reader(target, sizes=False)
-        shares = _shares(reader, min(request.jobs, MAX_CONVERTED_PARTS), selection)
+        jobs = None if request.jobs is None else min(request.jobs, MAX_CONVERTED_PARTS)
+        shares = _shares(reader, jobs, selection)
         parts = [part_beside(copy, share) for share in shares]
         work = functools.partial(_convert_share, target, request.settings)
         for threads in run_shares(work, shares, progress):
@@ -285,12 +287,13 @@ def _convert_sqlite(
                 leftover.unlink(missing_ok=True)
 
 
-def _shares(reader: LineageReader, jobs: int, selection: ThreadSelection) -> list[ThreadSelection]:
-    """Thread ranges of about equal checkpoint counts, or named threads (--thread, a catch-up's changed ones)
-    dealt round-robin: any thread may be converted by any process, as the output joins every part by key."""
+def _shares(reader: LineageReader, jobs: int | None, selection: ThreadSelection) -> list[ThreadSelection]:
+    """Thread ranges of about equal checkpoint counts (`jobs` None: as many as pay on this machine), or named
+    threads (--thread, a catch-up's changed ones) dealt round-robin to the `jobs` asked for: any thread may be
+    converted by any process, as the output joins every part by key."""
     named = selection.thread_ids
-    if named is None or jobs <= 1 or len(named) < 2:
-        return share_selections(reader, jobs, named)
+    if named is None or jobs is None or jobs <= 1 or len(named) < 2:
+        return share_selections(reader, jobs, named).selections
     parts = min(jobs, len(named))
     return [ThreadSelection(thread_ids=named[part::parts]) for part in range(parts)]
 

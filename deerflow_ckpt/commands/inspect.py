@@ -1,5 +1,6 @@
 """inspect's core: open the chosen database, then inspect named threads, every thread, the heaviest ones,
-or fold them all into the store at a glance (`inspect summary`).
+or fold them all into the store at a glance (`inspect summary`, in worker processes over thread ranges as
+verify-shape reads them: commands/shares.py).
 
 Reads through the same read-only readers as verify-shape. One thread named on the command line is read
 with a thread_id condition, so its cost does not grow with the database.
@@ -8,6 +9,7 @@ with a thread_id condition, so its cost does not grow with the database.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -21,9 +23,11 @@ from deerflow_ckpt.analysis.inspection import (
 )
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary, RankBy, TopThreads
 from deerflow_ckpt.analysis.timeline import Timeline
+from deerflow_ckpt.commands.shares import ShareSplit, run_shares, share_selections, without_cycle_collector
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.readers import LineageReader, open_reader
-from deerflow_ckpt.store.selection import ThreadSelection
+from deerflow_ckpt.store.records import Backend, Lineage
+from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget
 
 
@@ -76,15 +80,28 @@ def every_thread(
     """Each thread that has `namespace`, in thread id order (None: the conversation, else its first one);
     `on_thread` is called as each thread is read."""
     scope = inspection.scope
-    for _, grouped in itertools.groupby(inspection.reader.lineages(), key=lambda lineage: lineage.thread_id):
-        if on_thread is not None:
-            on_thread()
+    on_lineages = None if on_thread is None else lambda lineages: on_thread()
+    return _inspected(inspection.reader, scope.backend, scope.settings, ALL_THREADS, namespace, on_lineages)
+
+
+def _inspected(
+    reader: LineageReader,
+    backend: Backend,
+    settings: InspectSettings,
+    selection: ThreadSelection,
+    namespace: str | None,
+    on_lineages: Callable[[list[Lineage]], None] | None = None,
+) -> Iterator[ThreadInspection]:
+    """every_thread over one selection of the threads; `on_lineages` is handed each thread's lineages."""
+    for _, grouped in itertools.groupby(reader.lineages(selection), key=lambda lineage: lineage.thread_id):
         lineages = list(grouped)
+        if on_lineages is not None:
+            on_lineages(lineages)
         shown = namespace
         if shown is None:
             shown = "" if any(lineage.checkpoint_ns == "" for lineage in lineages) else lineages[0].checkpoint_ns
         try:
-            yield inspect_thread(lineages, scope.backend, scope.settings, shown)
+            yield inspect_thread(lineages, backend, settings, shown)
         except NamespaceNotFound:
             continue
 
@@ -96,11 +113,50 @@ def heaviest_threads(threads: Iterable[ThreadInspection], top: int, by: RankBy) 
     return ranking.result()
 
 
+@dataclass(frozen=True)
+class StoreSummary:
+    summary: DatabaseSummary
+    # The cadence over time across every conversation.
+    timeline: Timeline
+    # How many processes read the threads, and why that many.
+    split: ShareSplit
+
+
 def summarize(
-    inspection: Inspection, heaviest: int, on_thread: Callable[[], None] | None = None
-) -> tuple[DatabaseSummary, Timeline]:
-    """The store at a glance, and the cadence over time across every conversation."""
+    inspection: Inspection,
+    heaviest: int,
+    progress: Callable[[int], None] | None = None,
+    jobs: int | None = 1,
+    start_method: str | None = None,
+) -> StoreSummary:
+    """The store at a glance, read as verify-shape reads it: `jobs` processes over thread ranges (None: as
+    many as the store's size and the machine allow); `progress` gets the running checkpoint count."""
+    scope = inspection.scope
+    split = share_selections(inspection.reader, jobs)
+    work = functools.partial(_summarize_share, inspection.target, scope.backend, scope.settings, heaviest)
     result = DatabaseSummary(heaviest_limit=heaviest)
-    for inspected in every_thread(inspection, None, on_thread):
-        result.add(inspected)
-    return result, result.timeline(inspection.scope.settings)
+    for share in run_shares(work, split.selections, progress, start_method):
+        result.merge(share)
+    return StoreSummary(result, result.timeline(scope.settings), split)
+
+
+def _summarize_share(
+    target: DatabaseTarget,
+    backend: Backend,
+    settings: InspectSettings,
+    heaviest: int,
+    selection: ThreadSelection,
+    on_checkpoints: Callable[[int], None] | None = None,
+) -> DatabaseSummary:
+    """One share of the threads folded into a summary; `on_checkpoints` is told each thread's checkpoints."""
+    reader, _ = open_reader(target)
+
+    def count(lineages: list[Lineage]) -> None:
+        if on_checkpoints is not None:
+            on_checkpoints(sum(len(lineage.records) for lineage in lineages))
+
+    share = DatabaseSummary(heaviest_limit=heaviest)
+    with without_cycle_collector():
+        for inspected in _inspected(reader, backend, settings, selection, None, count):
+            share.add(inspected)
+    return share

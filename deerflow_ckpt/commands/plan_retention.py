@@ -136,6 +136,9 @@ class RetentionPlan(PlanTally):
     full_mode_from: str | None = None
     # Where the spools are: removed with the plan (or at exit).
     scratch: tempfile.TemporaryDirectory[str] | None = None
+    # How many processes read the threads, and why that many (--verbose says so).
+    processes: int = 1
+    processes_why: str = ""
 
     def planned_lineages(self) -> Iterator[LineagePlan]:
         """Every lineage the plan changes, leaves whole, or whose naive deletion breaks a read; in key order."""
@@ -227,7 +230,7 @@ def _plan(
 
 
 def plan_retention(
-    request: RetentionRequest, progress: Callable[[int], None] | None = None, jobs: int = 1
+    request: RetentionRequest, progress: Callable[[int], None] | None = None, jobs: int | None = 1
 ) -> RetentionPlan:
     """The retention plan for the chosen database; `progress` gets the running checkpoint count."""
     target = request.choice.target
@@ -245,10 +248,11 @@ def plan_retention(
         full_mode_from=request.full_mode_from,
         scratch=scratch,
     )
-    selections = share_selections(reader, jobs, request.thread_ids)
+    split = share_selections(reader, jobs, request.thread_ids)
+    plan.processes, plan.processes_why = len(split.selections), split.why
     full_mode = request.full_mode_from is not None
     work = functools.partial(_plan_share, target, request.policy, full_mode, request.top, scratch.name)
-    for share in run_shares(work, selections, progress):
+    for share in run_shares(work, split.selections, progress):
         plan.add(share, request.top)
     missing = [t for t in request.thread_ids or () if t not in plan.named_found]
     if missing:

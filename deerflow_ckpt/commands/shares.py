@@ -19,7 +19,8 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from deerflow_ckpt.errors import Interrupted
@@ -28,6 +29,7 @@ from deerflow_ckpt.store.readers import LineageReader
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
     from multiprocessing.context import BaseContext
     from multiprocessing.process import BaseProcess
 
@@ -41,6 +43,14 @@ ShareWork = Callable[[ThreadSelection, Progress | None], Result]
 
 # A --since scan spreads its threads over processes only when each gets at least this many.
 THREADS_PER_SHARE = 50
+# Without --jobs: a process per this many stored checkpoints. A second process costs about 75 ms of CPU
+# (fork, its own read transaction, the split, the merge) and saves half of about 11 us a checkpoint, so it
+# pays from about 13,000 checkpoints on two idle cores (benchmarks/bench_jobs.py, docs/architecture.md);
+# two processes start at twice this, where the saving is at least the cost again ...
+CHECKPOINTS_PER_PROCESS = 15_000
+# ... and never more processes than this, than the CPUs this process may run on, or than those CPUs the
+# machine's load leaves idle (a second worker on a busy core took as long as one and cost more CPU).
+MAX_AUTO_JOBS = 4
 # The signals that end a run: a service manager's stop, and Ctrl-C.
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How long an ended worker is given to go after SIGTERM before SIGKILL.
@@ -82,28 +92,91 @@ def _in_worker(work: ShareWork[Result], selection: ThreadSelection) -> Result:
     return work(selection, _add_to_worker_counter)
 
 
+@dataclass(frozen=True)
+class Machine:
+    """What the automatic --jobs reads of the machine: the CPUs this process may use, the 1-minute load."""
+
+    cpus: int
+    load: float | None
+
+    @property
+    def idle_cpus(self) -> int:
+        """The CPUs the load leaves idle (at least one: this process runs anyway)."""
+        if self.load is None:
+            return self.cpus
+        return max(1, min(self.cpus, int(self.cpus - self.load + 0.5)))
+
+    def describe(self) -> str:
+        load = "" if self.load is None else f", load {self.load:.2f}"
+        return f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}{load}"
+
+
+def this_machine() -> Machine:
+    """The CPUs this process may run on (its affinity, a container's cpuset), not the machine's count."""
+    counter = getattr(os, "process_cpu_count", None)  # Python 3.13
+    if counter is not None:
+        cpus = counter() or 1
+    elif hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0)) or 1
+    else:  # macOS, Windows before 3.13
+        cpus = os.cpu_count() or 1
+    try:
+        load: float | None = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
+        load = None
+    return Machine(cpus, load)
+
+
+def auto_jobs(checkpoints: int, machine: Machine) -> int:
+    """The processes a store of `checkpoints` is read with when --jobs is not given."""
+    return max(1, min(MAX_AUTO_JOBS, machine.idle_cpus, checkpoints // CHECKPOINTS_PER_PROCESS))
+
+
+@dataclass(frozen=True)
+class ShareSplit:
+    """The shares to read, one process each, and why that many (for --verbose)."""
+
+    selections: list[ThreadSelection]
+    why: str
+
+
 def share_selections(
     reader: LineageReader,
-    jobs: int,
+    jobs: int | None,
     thread_ids: tuple[str, ...] | None = None,
     since: str | None = None,
-) -> list[ThreadSelection]:
-    """The shares to read: named threads, the threads written since `since` (a checkpoint id), or `jobs`
-    ranges of thread ids with about equal checkpoint counts."""
+    machine: Machine | None = None,
+) -> ShareSplit:
+    """The shares to read: named threads, the threads written since `since` (a checkpoint id), or ranges of
+    thread ids with about equal checkpoint counts, `jobs` of them (None: as many as auto_jobs says for the
+    store on `machine`, by default this one)."""
     if thread_ids is not None:
         if len(thread_ids) == 1:
-            return [ThreadSelection(thread_id=thread_ids[0])]
-        return [ThreadSelection(thread_ids=thread_ids)]
+            return ShareSplit([ThreadSelection(thread_id=thread_ids[0])], "one named thread")
+        return ShareSplit([ThreadSelection(thread_ids=thread_ids)], "named threads")
+    given, automatic = f"--jobs {jobs}", None
+    if jobs is None:
+        automatic = machine or this_machine()
+        jobs, given = min(MAX_AUTO_JOBS, automatic.idle_cpus), f"automatic, {automatic.describe()}"
     if since is not None:
         # Only threads written since then are read (whole, for their counters); ids sort by write time.
         threads = reader.threads_since(since)
         parts = max(1, min(jobs, len(threads) // THREADS_PER_SHARE))
-        return [ThreadSelection(thread_ids=tuple(threads[part::parts])) for part in range(parts)]
+        selections = [ThreadSelection(thread_ids=tuple(threads[part::parts])) for part in range(parts)]
+        return ShareSplit(selections, f"{given}; {len(threads)} threads written since then")
     if jobs <= 1:
-        return [ALL_THREADS]
-    points = reader.split_points(jobs)
+        return ShareSplit([ALL_THREADS], given)
+    stored = 0
+
+    def parts_for(checkpoints: int) -> int:
+        nonlocal stored
+        stored = checkpoints
+        return jobs if automatic is None else auto_jobs(checkpoints, automatic)
+
+    points = reader.split_points(parts_for)
     bounds: list[str | None] = [None, *points, None]
-    return [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
+    selections = [ThreadSelection(lower=lower, upper=upper) for lower, upper in itertools.pairwise(bounds)]
+    return ShareSplit(selections, f"{given}; {stored} checkpoints")
 
 
 def run_shares(
@@ -136,21 +209,29 @@ def run_shares(
         return [future.result() for future in futures]
 
 
-class _WorkerPool(ProcessPoolExecutor):
+class _WorkerPool(Executor):
     """A process pool whose workers are forked with SIGTERM and SIGINT blocked (the main process's handlers
     come with fork; _init_worker sets the defaults before unblocking them), and that knows whether every
-    task it was given is done."""
+    task it was given is done. It wraps the ProcessPoolExecutor rather than extending it, so that a run in
+    one process never imports multiprocessing's pool machinery."""
 
     def __init__(self, workers: int, context: BaseContext, counter: Any) -> None:
-        super().__init__(workers, mp_context=context, initializer=_init_worker, initargs=(counter,))
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool: ProcessPoolExecutor = ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_init_worker, initargs=(counter,)
+        )
         self.submitted: list[Future[Any]] = []
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         # Workers are started here (at the first submit under fork, at each under spawn).
         with _signals_held():
-            future = super().submit(fn, *args, **kwargs)
+            future = self._pool.submit(fn, *args, **kwargs)
         self.submitted.append(future)
         return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provi
 from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
-from deerflow_ckpt.analysis.replay import ProofSummary
 from deerflow_ckpt.analysis.shape import (
     CONVERSATION_NS,
     Finding,
@@ -31,6 +30,8 @@ from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTarget
 
 if TYPE_CHECKING:
+    # The proof's modules load only for --deep: a plain scan's start-up does not pay for them.
+    from deerflow_ckpt.analysis.replay import ProofSummary
     from deerflow_ckpt.store.history import SqliteLineageHistories
     from deerflow_ckpt.store.messages import LineageHistory
 
@@ -55,7 +56,10 @@ class ScanTally(StoreCounts):
         self.add_counts(other)
         self.findings.extend(other.findings)
         if other.proof is not None:
-            self.proof = self.proof or ProofSummary()
+            if self.proof is None:
+                from deerflow_ckpt.analysis.replay import ProofSummary
+
+                self.proof = ProofSummary()
             self.proof.merge(other.proof)
 
 
@@ -73,6 +77,9 @@ class ScanReport(ScanTally):
     since: str | None = None
     # Postgres: which saver generation set the tables up (checkpoint_migrations against the installed saver).
     saver_setup: str | None = None
+    # How many processes read the threads, and why that many (--verbose says so).
+    processes: int = 1
+    processes_why: str = ""
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -137,6 +144,8 @@ def _collect_share(
     # SQLite: the deep proof runs beside the scan, lineage by lineage, from the records it just read.
     beside = _lineage_prover(target) if settings.deep and isinstance(target, SqliteTarget) else None
     if beside is not None:
+        from deerflow_ckpt.analysis.replay import ProofSummary
+
         share.proof = ProofSummary()
     try:
         for results in iter_thread_results(reader, backend, settings, selection, share.first_evidence):
@@ -180,6 +189,7 @@ def _prove_share(
     target: DatabaseTarget, settings: ShapeSettings, selection: ThreadSelection, findings: list[Finding]
 ) -> ProofSummary:
     """The deep proof of one share's threads (Postgres): a second read-only pass, streamed."""
+    from deerflow_ckpt.analysis.replay import ProofSummary
     from deerflow_ckpt.store.history import open_history
 
     summary = ProofSummary()
@@ -191,14 +201,15 @@ def _prove_share(
 def scan(
     request: ScanRequest,
     progress: Callable[[int], None] | None = None,
-    jobs: int = 1,
+    jobs: int | None = 1,
     start_method: str | None = None,
 ) -> ScanReport:
     """Check every lineage of the chosen database; `progress` gets the running checkpoint count.
 
     With `jobs` > 1 the threads are cut into ranges read by that many processes, each in its own
-    read-only transaction (a thread is always read whole by one of them); `start_method` picks the
-    multiprocessing start method (default: the platform's).
+    read-only transaction (a thread is always read whole by one of them); None lets the store's size and
+    the machine decide (commands/shares.auto_jobs). `start_method` picks the multiprocessing start method
+    (default: the platform's).
     """
     reader, backend = open_reader(request.choice.target)
     settings = request.settings
@@ -221,9 +232,10 @@ def scan(
     provisional: list[Finding] = []
     first_evidence: FirstSink = {}
     thread_ids = None if request.thread_id is None else (request.thread_id,)
-    selections = share_selections(reader, jobs, thread_ids, settings.since)
+    split = share_selections(reader, jobs, thread_ids, settings.since)
+    report.processes, report.processes_why = len(split.selections), split.why
     work = functools.partial(_scan_share, request.choice.target, settings)
-    for share in run_shares(work, selections, progress, start_method):
+    for share in run_shares(work, split.selections, progress, start_method):
         report.add(share)
         epochs.extend(share.epochs)
         provisional.extend(share.provisional)

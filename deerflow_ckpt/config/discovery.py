@@ -26,15 +26,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from deerflow_ckpt.config import dotenv_file
-from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.dsn import is_schema_name
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation, SqliteLocation
 from deerflow_ckpt.redact import remember_dsn
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.config.database import DatabaseSettings
 
 CONFIG_PATH_ENV = "DEER_FLOW_CONFIG_PATH"
 PROJECT_ROOT_ENV = "DEER_FLOW_PROJECT_ROOT"
@@ -470,6 +473,9 @@ def database_location(
 ) -> DatabaseLocation:
     """The database DeerFlow's checkpointer uses under these settings: a `checkpointer:` section first (it
     overrides `database:`, runtime/checkpointer/provider.py), then `database.backend`."""
+    # Here, not at the top: with --db, or with no config, the config reader (PyYAML) is never loaded.
+    from deerflow_ckpt.config.database import NotAString
+
     override = settings.checkpointer
     if override is not None:
         via = f"checkpointer: section of {config_path} (it overrides database:)"
@@ -584,8 +590,6 @@ def discover(
 ) -> Discovery:
     """The config and the database location, as DeerFlow finds them (`db_given`: --db names the database, so a
     missing config is no error unless one was asked for)."""
-    from deerflow_ckpt.config.database import load_database_settings
-
     tried: list[str] = []
     located: LocatedConfig | None = None
     try:
@@ -594,7 +598,12 @@ def discover(
         if config is not None or (not db_given and environment.variables.get(CONFIG_PATH_ENV)):
             raise
         tried.append(str(exc))
-    settings = load_database_settings(located.path, environment.variables) if located is not None else None
+    settings = None
+    if located is not None:
+        # Here: the config's reader (PyYAML, DeerFlow's value rules) loads only when there is a config to read.
+        from deerflow_ckpt.config.database import load_database_settings
+
+        settings = load_database_settings(located.path, environment.variables)
     if db_given:
         return Discovery(located, settings, None, tuple(tried))
     if settings is not None and located is not None:

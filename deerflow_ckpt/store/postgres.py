@@ -9,7 +9,7 @@ checkpoint stored one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -276,14 +276,16 @@ class PostgresCheckpointReader:
             cursor.execute(sql.SQL(query).format(c=collate, t=tables["checkpoints"]), (boundary,))
             return [row[0] for row in cursor.fetchall()]
 
-    def split_points(self, parts: int) -> list[str]:
-        """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
+    def split_points(self, parts_for: Callable[[int], int]) -> list[str]:
+        """Thread ids that cut the checkpoints into shares of about equal size, as many as `parts_for` says
+        for the number of checkpoints stored."""
         from psycopg import sql
 
         with self._session() as (connection, tables, collate), connection.cursor() as cursor:
             cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(tables["checkpoints"]))
             row = cursor.fetchone()
             total = int(row[0]) if row else 0
+            parts = parts_for(total)
             points: list[str] = []
             query = sql.SQL("SELECT thread_id FROM {} ORDER BY thread_id{} LIMIT 1 OFFSET %s")
             for part in range(1, parts):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from deerflow_ckpt.store.records import Backend, Lineage
@@ -13,7 +13,7 @@ from deerflow_ckpt.store.source import DatabaseTarget, SqliteTarget
 class LineageReader(Protocol):
     def lineages(self, selection: ThreadSelection = ...) -> Iterator[Lineage]: ...
 
-    def split_points(self, parts: int) -> list[str]: ...
+    def split_points(self, parts_for: Callable[[int], int]) -> list[str]: ...
 
     def threads_since(self, boundary: str) -> list[str]: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,11 +318,13 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
-    def split_points(self, parts: int) -> list[str]:
-        """Thread ids that cut the checkpoints into `parts` shares of about equal size."""
+    def split_points(self, parts_for: Callable[[int], int]) -> list[str]:
+        """Thread ids that cut the checkpoints into shares of about equal size, as many as `parts_for` says
+        for the number of checkpoints stored."""
         connection = connect_readonly(self.target)
         try:
             (total,) = connection.execute("SELECT count(*) FROM checkpoints").fetchone()
+            parts = parts_for(total)
             points: list[str] = []
             for part in range(1, parts):
                 row = connection.execute(
