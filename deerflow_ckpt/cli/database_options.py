@@ -174,8 +174,10 @@ def select(
     cadence: int | None,
     immutable: bool,
     deerflow_root: Path | None = None,
+    db_via: str = "--db",
 ) -> DatabaseSelection:
-    """Resolve --db / --config / defaults, and the expected cadence, with DeerFlow's environment (.env included)."""
+    """Resolve --db / --config / defaults, and the expected cadence, with DeerFlow's environment (.env included);
+    `db_via` says where --db's value came from."""
     environment = deerflow_environment(deerflow_root, config)
     environ, cwd = environment.variables, Path.cwd()
     config_path: Path | None = None
@@ -191,7 +193,7 @@ def select(
     install = environment.install
     gateway_dir = install.root / "backend" if install is not None and install.source_checkout else None
     if db is not None:
-        choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
+        choice = DatabaseChoice(target_from_argument(db, schema, immutable), db_via)
     elif settings is not None and config_path is not None:
         choice = choose(database_location(settings, config_path, environ, cwd, gateway_dir), immutable)
     else:
