@@ -7,12 +7,11 @@ ignores it), and its severity is the one of the most specific override naming it
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.errors import ConfigError, did_you_mean
 from deerflow_ckpt.rules import RULES, RuleCode, Severity
 
 EVERY_RULE = "CK"
@@ -27,8 +26,8 @@ def rule_prefix(text: str, where: str) -> str:
     prefix = text.strip().upper()
     if prefix and any(code.startswith(prefix) for code in RULES):
         return prefix
-    close = difflib.get_close_matches(prefix, list(RULES), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    # A near miss of a whole code (CK2055, CK502x) is a typo worth naming; a short prefix is a guess.
+    hint = did_you_mean(prefix, list(RULES)) if len(prefix) >= len(RuleCode.CK101) else ""
     raise UnknownCode(f"{where}: unknown rule code {text!r}{hint}; codes are CK101-CK512, or a prefix such as CK2")
 
 

@@ -10,13 +10,12 @@ read, so a project without one pays nothing.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.errors import ConfigError, did_you_mean
 
 PYPROJECT = "pyproject.toml"
 DOTFILE = ".ckpt.toml"
@@ -161,9 +160,7 @@ def _checked_values(table: dict[str, Any], project: ProjectConfig, command: str 
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+            raise ConfigError(f"{where}: unknown key {key!r}{did_you_mean(key, sorted(known))}")
         if key not in KEYS:
             continue  # a nested table, checked by the caller
         spec = KEYS[key]
