@@ -35,16 +35,17 @@ sys.stdout.write("\\n" + json.dumps({"code": code, "loaded": loaded, "ours": our
 """
 
 
-def probe(*args: str, stdin: bytes = b"") -> dict[str, object]:
+def probe(*args: str, stdin: bytes = b"", cwd: Path | None = None, heavy: tuple[str, ...] = HEAVY) -> dict[str, object]:
     # The variables the lint configs reference are set, as where DeerFlow runs (an unset one is a CK500).
     env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
+        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(heavy)],
         env=env,
         input=stdin,
         capture_output=True,
         check=True,
         timeout=120,
+        cwd=cwd,
     )
     report = json.loads(completed.stdout.decode().strip().splitlines()[-1])
     assert isinstance(report, dict)
@@ -111,3 +112,16 @@ def test_lint_config_imports_nothing_heavy(output_format: str, names: list[str],
     report = probe("lint-config", "--format", output_format, *(str(LINT / f"{name}.yaml") for name in names))
     assert report["code"] == code
     assert report["loaded"] == []
+
+
+@pytest.mark.slow
+def test_project_config_costs_nothing_without_a_file(tmp_path: Path) -> None:
+    """Every run looks for a project file; only a file found (or named) imports tomllib.
+    A pyproject.toml without [tool.ckpt] is passed over by its text, unparsed."""
+    config = str(CORPUS / "deerflow_style" / "input.yaml")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\n', encoding="utf-8")
+    without = probe("migrate-config", "--check", config, cwd=tmp_path, heavy=("tomllib",))
+    assert (without["code"], without["loaded"]) == (1, [])
+    (tmp_path / ".ckpt.toml").write_text('format = "json"\n', encoding="utf-8")
+    found = probe("migrate-config", "--check", config, cwd=tmp_path, heavy=("tomllib",))
+    assert (found["code"], found["loaded"]) == (1, ["tomllib", "tomllib._parser", "tomllib._re", "tomllib._types"])
