@@ -8,6 +8,7 @@ verify-shape on the real database the builder writes, and on lint-config with th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,13 @@ def test_dotfile_beats_pyproject_in_one_directory_and_nearer_beats_farther(tmp_p
     assert setting(show(inner), "jobs") == ("2", f"{inner / 'pyproject.toml'} [tool.ckpt]")
     (inner / "pyproject.toml").unlink()
     assert setting(show(inner), "jobs") == ("3", str(tmp_path / ".ckpt.toml"))
+
+
+def test_config_file_in_pyproject_form_under_another_name(tmp_path: Path) -> None:
+    named = tmp_path / "ckpt-settings.toml"
+    named.write_text("[tool.other]\nx = 1\n[tool.ckpt]\njobs = 1\n", encoding="utf-8")
+    result = run_ckpt("--config-file", str(named), "config", cwd=tmp_path)
+    assert setting(result, "jobs") == ("1", f"{named} [tool.ckpt]")
 
 
 @pytest.mark.parametrize("placement", ["before", "after", "equals"])
@@ -395,3 +403,35 @@ def test_lint_config_rules_follow_selection_and_severity(tmp_path: Path) -> None
     (tmp_path / ".ckpt.toml").write_text('ignore = ["CK501"]\nfail_on = "warning"\n', encoding="utf-8")
     assert lint(tmp_path).exit_code == 0
     assert lint(tmp_path, "--select", "CK501").exit_code == 1
+
+
+@pytest.mark.slow
+def test_the_docs_example_is_what_ckpt_config_prints(tmp_path: Path) -> None:
+    """docs/ci-gate.md's pyproject.toml and `ckpt config` output, with /repo standing for the project."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "ci-gate.md").read_text(encoding="utf-8")
+    section = page.split("## `ckpt config`", 1)[1]
+    pyproject = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    printed = section.split("```text\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    (tmp_path / "app").mkdir()
+    result = show(tmp_path / "app")
+    assert result.exit_code == 0, result.output
+
+    # The column of sources moves with the path's length: compared up to the alignment.
+    def unaligned(text: str) -> str:
+        return re.sub(r" +# ", "  # ", text)
+
+    assert unaligned(result.stdout.replace(str(tmp_path), "/repo")) == unaligned(printed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["README.md", "docs/ci-gate.md"])
+def test_every_toml_example_in_the_docs_loads(tmp_path: Path, page: str) -> None:
+    text = (Path(__file__).resolve().parents[1] / page).read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    assert blocks
+    for index, block in enumerate(blocks):
+        example = tmp_path / f"example{index}.toml"
+        example.write_text(block, encoding="utf-8")
+        result = run_ckpt("--config-file", str(example), "config", cwd=tmp_path)
+        assert result.exit_code == 0, (block, result.output)

@@ -70,10 +70,12 @@ class ProjectConfig:
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # [tool.ckpt.severity] (or [severity] in .ckpt.toml): code or prefix -> severity name.
     severity: Mapping[str, str] = field(default_factory=dict)
+    # Read from [tool.ckpt] (a pyproject.toml, or a --config-file in that form) rather than a .ckpt.toml's top.
+    pyproject_form: bool = False
 
     def table(self, command: str | None = None) -> str:
         """Where a key of `command`'s table (or the top) is written, for messages: `pyproject.toml [tool.ckpt]`."""
-        prefix = "tool.ckpt" if self.path is not None and self.path.name == PYPROJECT else ""
+        prefix = "tool.ckpt" if self.pyproject_form else ""
         name = ".".join(part for part in (prefix, command) if part)
         return f"{self.path} [{name}]" if name else f"{self.path}"
 
@@ -111,14 +113,16 @@ def load_project_config(config_file: Path | None, isolated: bool, cwd: Path) -> 
             return ProjectConfig()
         path, via = found, f"found from {cwd}"
     document = _parse(path)
-    if path.name == PYPROJECT:
+    # A pyproject.toml, or any file in its form (`tool` is no key of the .ckpt.toml form).
+    pyproject_form = path.name == PYPROJECT or "tool" in document
+    if pyproject_form:
         tool = document.get("tool", {})
         if not isinstance(tool, dict) or "ckpt" not in tool:
             raise ConfigError(f"{path}: no [tool.ckpt] table")
         document = tool["ckpt"]
         if not isinstance(document, dict):
             raise ConfigError(f"{path}: tool.ckpt must be a table")
-    return _checked(document, path, via)
+    return _checked(document, path, via, pyproject_form)
 
 
 def _read(path: Path) -> bytes:
@@ -137,8 +141,8 @@ def _parse(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
-def _checked(document: dict[str, Any], path: Path, via: str) -> ProjectConfig:
-    project = ProjectConfig(path, via)
+def _checked(document: dict[str, Any], path: Path, via: str, pyproject_form: bool) -> ProjectConfig:
+    project = ProjectConfig(path, via, pyproject_form=pyproject_form)
     values = _checked_values(document, project, None)
     commands: dict[str, dict[str, Any]] = {}
     for command in COMMAND_TABLES:
@@ -150,7 +154,7 @@ def _checked(document: dict[str, Any], path: Path, via: str) -> ProjectConfig:
     severity = document.get(SEVERITY_TABLE, {})
     if not isinstance(severity, dict) or not all(isinstance(value, str) for value in severity.values()):
         raise ConfigError(f'{project.table()}: {SEVERITY_TABLE} must be a table of code = "severity"')
-    return ProjectConfig(path, via, values, commands, dict(severity))
+    return ProjectConfig(path, via, values, commands, dict(severity), pyproject_form)
 
 
 def _checked_values(table: dict[str, Any], project: ProjectConfig, command: str | None) -> dict[str, Any]:
