@@ -19,7 +19,7 @@ from deerflow_ckpt.rule_selection import RuleSelection, SelectionLayer, resolve_
 from deerflow_ckpt.rules import RuleCode, Severity
 from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
-from tests.test_ci_cli import CLEAN, FAULTY, FORK_ONLY, legacy_config
+from tests.test_ci_cli import CLEAN, CORPUS, FAULTY, FORK_ONLY, legacy_config
 
 # What `ckpt config` prints for each key no file sets (jobs depends on the machine: filled in per run).
 DEFAULTS = [
@@ -435,3 +435,20 @@ def test_every_toml_example_in_the_docs_loads(tmp_path: Path, page: str) -> None
         example.write_text(block, encoding="utf-8")
         result = run_ckpt("--config-file", str(example), "config", cwd=tmp_path)
         assert result.exit_code == 0, (block, result.output)
+
+
+def test_a_list_valued_key_sets_a_repeatable_option(tmp_path: Path) -> None:
+    """`assume_set = [...]` in a command's table is `--assume-set` given once per item; the command line's
+    list replaces it."""
+    (tmp_path / "config.yaml").write_bytes((CORPUS / "env_var" / "input.yaml").read_bytes())
+
+    def rules(*args: str) -> list[str]:
+        result = run_ckpt("lint-config", "config.yaml", "--format", "json", *args, cwd=tmp_path)
+        return sorted(f"{f['rule']} {f['severity']}" for f in json.loads(result.stdout)["findings"])
+
+    unset = rules()
+    assert unset.count("CK500 error") == 2 and "CK509 info" not in unset
+    (tmp_path / ".ckpt.toml").write_text('[lint-config]\nassume_set = ["SNAPSHOT_FREQ"]\n', encoding="utf-8")
+    assumed = rules()
+    assert assumed.count("CK500 error") == 1 and "CK509 info" in assumed
+    assert rules("--assume-set", "OTHER") == unset
