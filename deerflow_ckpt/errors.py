@@ -26,3 +26,11 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def did_you_mean(word: str, candidates: list[str]) -> str:
+    """' (did you mean X?)' for the closest candidate, or '' when none is close."""
+    import difflib  # only on the way to an error
+
+    close = difflib.get_close_matches(word, candidates, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -26,7 +26,10 @@ COMMAND_PATHS = {
     "ckpt inspect",
     "ckpt plan",
     "ckpt convert",
+    "ckpt config",
 }
+# Groups, and `ckpt config`, which prints nothing informational to leave out.
+NO_QUIET = {"ckpt", "ckpt inspect", "ckpt plan", "ckpt config"}
 LEAVES = {"ckpt inspect thread", "ckpt inspect summary", "ckpt inspect storage", "ckpt plan retention"}
 
 
@@ -71,7 +74,7 @@ def test_group_listings_show_whole_summaries(path: str) -> None:
     ("path", "short", "long"),
     [
         ("ckpt", "-V", "--version"),
-        *((path, "-q", "--quiet") for path in sorted(COMMAND_PATHS - {"ckpt", "ckpt inspect", "ckpt plan"} | LEAVES)),
+        *((path, "-q", "--quiet") for path in sorted(COMMAND_PATHS - NO_QUIET | LEAVES)),
         ("ckpt lint-config", "-o", "--output"),
         ("ckpt verify-shape", "-o", "--output"),
         ("ckpt plan retention", "-o", "--output"),

@@ -136,3 +136,16 @@ def test_lint_config_imports_nothing_heavy(output_format: str, names: list[str],
     report = probe("lint-config", "--format", output_format, *(str(LINT / f"{name}.yaml") for name in names))
     assert report["code"] == code
     assert report["loaded"] == []
+
+
+@pytest.mark.slow
+def test_project_config_costs_nothing_without_a_file(tmp_path: Path) -> None:
+    """Every run looks for a project file; only a file found (or named) imports tomllib.
+    A pyproject.toml without [tool.ckpt] is passed over by its text, unparsed."""
+    config = str(CORPUS / "deerflow_style" / "input.yaml")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\n', encoding="utf-8")
+    without = probe("migrate-config", "--check", config, cwd=tmp_path, heavy=("tomllib",))
+    assert (without["code"], without["loaded"]) == (1, [])
+    (tmp_path / ".ckpt.toml").write_text('format = "json"\n', encoding="utf-8")
+    found = probe("migrate-config", "--check", config, cwd=tmp_path, heavy=("tomllib",))
+    assert (found["code"], found["loaded"]) == (1, ["tomllib", "tomllib._parser", "tomllib._re", "tomllib._types"])

@@ -17,6 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "deerflow_ckpt"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The bottom: the rule registry and the small shared pieces every layer uses.
     ("deerflow_ckpt", "deerflow_ckpt.rules", "deerflow_ckpt.errors", "deerflow_ckpt.exitcodes"),
+    # Which rules a run reports (--select, --severity): the registry read through a project's choices.
+    ("deerflow_ckpt.rule_selection",),
     ("deerflow_ckpt.redact", "deerflow_ckpt.fileio", "deerflow_ckpt.dsn", "deerflow_ckpt.locations"),
     ("deerflow_ckpt.config",),
     # The compiled judge is the store's fast path, configured from the store's type tables.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
@@ -36,6 +36,10 @@ class Finding:
     def explanation(self) -> str:
         """The one-line message followed by what the operator loses and should do."""
         return f"{self.message}; {rule(self.rule).impact}"
+
+    def graded(self, severity: Severity) -> Finding:
+        """This finding at a project's severity (rule_selection.py)."""
+        return self if severity is self.severity else replace(self, severity=severity)
 
 
 @dataclass(frozen=True)

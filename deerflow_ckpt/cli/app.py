@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -67,7 +68,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "deerflow_ckpt.cli.plan",
         "Plan a delta-safe retention: what a deletion keeps, frees and would break, as a script you review.",
     ),
+    "config": (
+        "deerflow_ckpt.cli.show_config",
+        "Print the settings a project's pyproject.toml [tool.ckpt] or .ckpt.toml gives, and where each comes from.",
+    ),
 }
+# Global options operators also write after the command (`ckpt verify-shape --isolated`): moved before it.
+_GLOBAL_FLAGS = ("--debug", "--isolated")
+_GLOBAL_VALUED = ("--config-file",)
 
 
 def _coerced_directly(params: list[Any]) -> list[Any]:
@@ -148,13 +156,20 @@ class _CkptGroup(_Group):
             formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        # --debug is global, but operators add it at the end of a command line: take it from anywhere
-        # before a "--" and hand it to the group.
-        end = args.index("--") if "--" in args else len(args)
-        if "--debug" in args[:end]:
-            args = ["--debug", *[a for a in args[:end] if a != "--debug"], *args[end:]]
-        result: list[str] = super().parse_args(ctx, args)
+        # --debug, --isolated and --config-file are global, but operators add them at the end of a command
+        # line: take them from anywhere before a "--" and hand them to the group.
+        result: list[str] = super().parse_args(ctx, _globals_first(args))
         return result
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and command is not None:
+            # The project file's values become the command's option defaults: the command line still wins.
+            from deerflow_ckpt.cli import project_options
+
+            project = project_options.load_into(ctx, ctx.params.get("config_file"), bool(ctx.params.get("isolated")))
+            ctx.default_map = {name: project_options.default_map(command, project, name, ctx)}
+        return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
         # -q is per run: a command without it, or the next run in the same process, is not quiet.
@@ -184,6 +199,25 @@ class _CkptGroup(_Group):
                 console_message(line)
         console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _globals_first(args: list[str]) -> list[str]:
+    """`args` with the global options found before a "--" moved to the front, each with its value."""
+    end = args.index("--") if "--" in args else len(args)
+    moved: list[str] = []
+    kept: list[str] = []
+    index = 0
+    while index < end:
+        arg = args[index]
+        if arg in _GLOBAL_FLAGS or arg.startswith(tuple(f"{name}=" for name in _GLOBAL_VALUED)):
+            moved.append(arg)
+        elif arg in _GLOBAL_VALUED and index + 1 < end:
+            moved += args[index : index + 2]
+            index += 1
+        else:
+            kept.append(arg)
+        index += 1
+    return [*moved, *kept, *args[end:]] if moved else args
 
 
 def one_line(message: str) -> str:
@@ -222,6 +256,17 @@ def _global_options(
     debug: bool = typer.Option(False, "--debug", help=f"Print tracebacks for errors (also ${DEBUG_ENV}=1)."),
     version: bool = typer.Option(
         False, "-V", "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+    config_file: Path | None = typer.Option(
+        None,
+        "--config-file",
+        metavar="FILE",
+        help="Read ckpt's settings from this TOML file (a pyproject.toml's [tool.ckpt], or a .ckpt.toml) "
+        "instead of the nearest one from the working directory up.",
+        show_default=False,
+    ),
+    isolated: bool = typer.Option(
+        False, "--isolated", help="Read no project config file (pyproject.toml, .ckpt.toml)."
     ),
 ) -> None:
     """The operator's command line for DeerFlow checkpoint storage.

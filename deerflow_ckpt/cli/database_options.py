@@ -180,9 +180,10 @@ def select(
     cadence: int | None,
     immutable: bool,
     deerflow_root: Path | None = None,
+    db_via: str = "--db",
 ) -> DatabaseSelection:
     """--db, else the database config/discovery.py finds as DeerFlow does (.env included); the expected cadence.
-    Says on stderr what discovery passed over."""
+    Says on stderr what discovery passed over; `db_via` says where --db's value came from."""
     environment = deerflow_environment(deerflow_root, config)
     found = discover(db is not None, config, environment, Path.cwd(), FILE_DATABASE_DEFAULTS["sqlite_dir"])
     if found.config is not None:
@@ -190,7 +191,7 @@ def select(
     if schema and db is None:
         raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
     if db is not None:
-        choice = DatabaseChoice(target_from_argument(db, schema, immutable), "--db")
+        choice = DatabaseChoice(target_from_argument(db, schema, immutable), db_via)
     else:
         assert found.location is not None
         try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, deerflow_options, delivery
+from deerflow_ckpt.cli import ci_options, deerflow_options, delivery, project_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.commands.lint_config import lint_files, read_configs
 from deerflow_ckpt.fileio import resolved
@@ -18,6 +18,7 @@ COMMAND = "lint-config"
 
 
 def lint_config(
+    ctx: typer.Context,
     files: list[Path] | None = typer.Argument(
         None,
         metavar="FILE",
@@ -47,6 +48,10 @@ def lint_config(
         "pre-commit): its unset $NAME is info, not DeerFlow's CK500. Repeatable; '*' for every variable.",
         show_default=False,
     ),
+    select: list[str] = project_options.SELECT_OPTION,
+    extend_select: list[str] = project_options.EXTEND_SELECT_OPTION,
+    ignore: list[str] = project_options.IGNORE_OPTION,
+    severity: list[str] = project_options.SEVERITY_OPTION,
 ) -> None:
     """Check config files' database: sections the way DeerFlow reads them, and files against each other.
 
@@ -67,11 +72,12 @@ def lint_config(
     Exit codes: 0 no findings at or above --fail-on, 1 findings at or above it, 2 a file could not be
     read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
+    rules = project_options.rule_selection(ctx, COMMAND, select, extend_select, ignore, severity)
     base = resolved(sqlite_base or Path.cwd())
     environment = deerflow_options.deerflow_environment(deerflow_root, files[0] if files else None)
     configs = files or [deerflow_options.default_config(environment)]
     delivery.refuse_output_onto(output, [(path, "the config") for path in configs])
-    report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set))
+    report = lint_files(read_configs(configs), environment.variables, base, frozenset(assume_set), rules)
     annotations = annotations_of(report)
     exit_code = ci_options.findings_exit(at_or_above(annotations, fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import lint_json, lint_text

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery, project_options
 from deerflow_ckpt.cli.ci_options import ReportFormat
 from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet
 from deerflow_ckpt.rules import Severity
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 def verify_shape(
+    ctx: typer.Context,
     db: str | None = database_options.DB_OPTION,
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
@@ -47,6 +48,10 @@ def verify_shape(
         "writes before it (CK106); a second read-only pass.",
     ),
     jobs: int | None = database_options.JOBS_OPTION,
+    select: list[str] = project_options.SELECT_OPTION,
+    extend_select: list[str] = project_options.EXTEND_SELECT_OPTION,
+    ignore: list[str] = project_options.IGNORE_OPTION,
+    severity: list[str] = project_options.SEVERITY_OPTION,
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -59,12 +64,14 @@ def verify_shape(
     from deerflow_ckpt.analysis.timeline import TimelineSettings
     from deerflow_ckpt.commands.verify_shape import ScanRequest
 
+    rules = project_options.rule_selection(ctx, "verify-shape", select, extend_select, ignore, severity)
     boundary = database_options.parse_since(since)
     timeline = TimelineSettings(
         database_options.parse_duration(clock_skew, "--clock-skew"),
         database_options.parse_duration(rolling_window, "--rolling-window"),
     )
-    selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
+    db_via = project_options.given_via(ctx, "db", "--db")
+    selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root, db_via)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
@@ -75,6 +82,7 @@ def verify_shape(
         settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),
         cadence_source=selection.cadence_source,
         thread_id=thread,
+        rules=rules,
     )
     # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
     show_progress = output_format is ReportFormat.text and sys.stderr.isatty() and not is_quiet()

@@ -14,6 +14,7 @@ from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, lost_message, 
 from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, resolved
+from deerflow_ckpt.rule_selection import RuleSelection
 from deerflow_ckpt.rules import RuleCode
 
 
@@ -106,7 +107,17 @@ def lint_files(
     environ: Mapping[str, str],
     base: Path,
     assumed: frozenset[str] = frozenset(),
+    rules: RuleSelection = RuleSelection(),
 ) -> LintReport:
+    """Every file linted and the files compared; only `rules`' findings kept, at their chosen severities."""
     files = tuple(LintedFile(name, _lint_one(name, raw, environ, base, assumed)) for name, raw in contents)
     consistency = check_consistency([(linted.name, linted.lint.facts) for linted in files])
-    return LintReport(files, consistency, base)
+    if rules.is_default:
+        return LintReport(files, consistency, base)
+    chosen = tuple(
+        LintedFile(linted.name, replace(linted.lint, findings=tuple(rules.apply(linted.lint.findings))))
+        for linted in files
+    )
+    cross = tuple((path, finding) for path, finding in consistency.findings if rules.enabled(finding.rule))
+    graded = tuple((path, finding.graded(rules.severity_of(finding.rule))) for path, finding in cross)
+    return LintReport(chosen, replace(consistency, findings=graded), base)

@@ -23,6 +23,7 @@ from deerflow_ckpt.analysis.shape import (
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
 from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.rule_selection import RuleSelection
 from deerflow_ckpt.rules import RuleCode, Severity
 from deerflow_ckpt.store.readers import LineageReader, open_reader
 from deerflow_ckpt.store.records import Backend
@@ -43,6 +44,8 @@ class ScanRequest:
     # Where the expected cadence came from ("--cadence", "config.yaml", or "unknown").
     cadence_source: str
     thread_id: str | None = None
+    # --select/--ignore/--severity and the project's: which findings are reported, at which severity.
+    rules: RuleSelection = field(default_factory=RuleSelection)
 
 
 @dataclass(kw_only=True)
@@ -249,6 +252,8 @@ def scan(
         disagreement = cross_thread_cadence(report.inferred_cadences, concurrent_classes(report.timeline))
         if disagreement is not None:
             report.findings.append(disagreement)
+    if not request.rules.is_default:
+        report.findings = request.rules.apply(report.findings)
     return report
 
 

@@ -76,10 +76,15 @@ class Finding:
     message: str
     # DeerFlow's own log line for this case (config/messages.py), verbatim.
     deerflow_warning: str | None = None
+    # A project's override (--severity, [tool.ckpt.severity]); the registry's severity otherwise.
+    override: Severity | None = None
 
     @property
     def severity(self) -> Severity:
-        return rule(self.rule).severity
+        return self.override or rule(self.rule).severity
+
+    def graded(self, severity: Severity) -> Finding:
+        return self if severity is self.severity else replace(self, override=severity)
 
 
 @dataclass(frozen=True)

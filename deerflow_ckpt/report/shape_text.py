@@ -92,11 +92,13 @@ def render_text(report: ScanReport, console: Console) -> None:
     summary.add_column("severity")
     summary.add_column("count", justify="right")
     summary.add_column("meaning")
+    # A rule's severity as this run reports it (a project may override the registry's).
+    severity_of = {finding.rule: finding.severity for finding in report.findings}
     for code in sorted(counts):
-        rule = RULES[code]
+        rule, severity = RULES[code], severity_of[code]
         summary.add_row(
             code,
-            Text(rule.severity.value, style=_SEVERITY_STYLE[rule.severity]),
+            Text(severity.value, style=_SEVERITY_STYLE[severity]),
             str(counts[code]),
             rule.title,
         )

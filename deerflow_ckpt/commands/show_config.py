@@ -1,0 +1,37 @@
+"""`ckpt config`'s core: every setting a project file can give, its resolved value and where it came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow_ckpt.config.project import COMMAND_TABLES, KEYS, SEVERITY_TABLE, ProjectConfig
+
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Setting:
+    # `fail_on`, `verify-shape.format`, `severity.CK205`.
+    key: str
+    # None: not set (the command chooses, e.g. the database from config.yaml).
+    value: Any
+    source: str
+
+
+def resolved_settings(project: ProjectConfig, defaults: Mapping[str, Any]) -> list[Setting]:
+    """Every key at the top (the file's value, else the options' default), then each command table's and
+    each severity override the file sets."""
+    settings = [
+        Setting(key, project.values[key], project.table())
+        if key in project.values
+        else Setting(key, defaults.get(key), DEFAULT)
+        for key in KEYS
+    ]
+    for command in COMMAND_TABLES:
+        for key, value in project.commands.get(command, {}).items():
+            settings.append(Setting(f"{command}.{key}", value, project.table(command)))
+    for code, severity in project.severity.items():
+        settings.append(Setting(f"{SEVERITY_TABLE}.{code}", severity, project.table(SEVERITY_TABLE)))
+    return settings
