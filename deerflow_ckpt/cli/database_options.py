@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
@@ -19,6 +20,9 @@ from deerflow_ckpt.config.location import database_location, default_sqlite_loca
 from deerflow_ckpt.errors import ConfigError, StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, choose, target_from_argument
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.analysis.mode import StatedMode
 
 DB_OPTION = typer.Option(
     None,
@@ -39,6 +43,16 @@ CONFIG_OPTION = typer.Option(
 )
 CADENCE_OPTION = typer.Option(
     None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
+)
+# analysis/mode.ChannelMode's values, spelled out so `ckpt --help` does not import the analysis stack.
+ModeChoice = Literal["full", "delta"]
+MODE_OPTION = typer.Option(
+    None,
+    "--mode",
+    metavar="full|delta",
+    help="The channel mode the deployment writes in, for a store no DeerFlow config chose (a plain LangGraph app "
+    "runs full). Wins over the config's checkpoint_channel_mode; a store that shows otherwise is said so.",
+    show_default=False,
 )
 MAX_SUPERSTEPS_OPTION = typer.Option(
     DEFAULT_SUPERSTEP_BOUND,
@@ -205,6 +219,18 @@ def select(
 
     expected, source = _expected_cadence(cadence, settings, config_path)
     return DatabaseSelection(choice, settings, config_path, expected, source, environ)
+
+
+def stated_mode(selection: DatabaseSelection, mode: ModeChoice | None, db: str | None) -> StatedMode:
+    """--mode, else the checkpoint_channel_mode of the config that chose the database (not one beside --db)."""
+    from deerflow_ckpt.analysis.mode import ChannelMode, StatedMode
+
+    if mode is not None:
+        return StatedMode(ChannelMode(mode), "--mode")
+    settings, config_path = selection.settings, selection.config_path
+    if db is None and settings is not None and config_path is not None and settings.channel_mode in ("full", "delta"):
+        return StatedMode(ChannelMode(str(settings.channel_mode)), str(config_path))
+    return StatedMode()
 
 
 def _expected_cadence(

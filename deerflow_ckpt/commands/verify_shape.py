@@ -12,6 +12,7 @@ from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provi
 from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.mode import StatedMode
 from deerflow_ckpt.analysis.replay import ProofSummary
 from deerflow_ckpt.analysis.shape import (
     CONVERSATION_NS,
@@ -42,6 +43,8 @@ class ScanRequest:
     # Where the expected cadence came from ("--cadence", "config.yaml", or "unknown").
     cadence_source: str
     thread_id: str | None = None
+    # The deployment's mode as stated (--mode, or the config that chose the database).
+    mode: StatedMode = field(default_factory=StatedMode)
 
 
 @dataclass(kw_only=True)
@@ -73,6 +76,10 @@ class ScanReport(ScanTally):
     since: str | None = None
     # Postgres: which saver generation set the tables up (checkpoint_migrations against the installed saver).
     saver_setup: str | None = None
+    mode: StatedMode = field(default_factory=StatedMode)
+
+    def mode_conflict(self) -> str | None:
+        return self.mode.conflict(self.kinds)
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -210,6 +217,7 @@ def scan(
         cadence_source=request.cadence_source,
         superstep_bound=settings.superstep_bound,
         since=settings.since,
+        mode=request.mode,
     )
     if backend is Backend.POSTGRES:
         from deerflow_ckpt.store.postgres import PostgresCheckpointReader
