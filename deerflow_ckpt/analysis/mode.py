@@ -15,6 +15,9 @@ from enum import StrEnum
 
 from deerflow_ckpt.analysis.shape import ThreadKind
 
+# The option that states the mode, as a source the reports name.
+OPTION = "--mode"
+
 
 class ChannelMode(StrEnum):
     FULL = "full"
@@ -28,6 +31,11 @@ class StatedMode:
     mode: ChannelMode | None = None
     # "--mode", or the path of the config that chose the database.
     source: str | None = None
+
+    @property
+    def from_option(self) -> bool:
+        """Stated with --mode (reports that read a config already follow it say only what --mode changed)."""
+        return self.source == OPTION
 
     def describe(self) -> str:
         if self.mode is None:

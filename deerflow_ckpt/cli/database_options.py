@@ -223,10 +223,10 @@ def select(
 
 def stated_mode(selection: DatabaseSelection, mode: ModeChoice | None, db: str | None) -> StatedMode:
     """--mode, else the checkpoint_channel_mode of the config that chose the database (not one beside --db)."""
-    from deerflow_ckpt.analysis.mode import ChannelMode, StatedMode
+    from deerflow_ckpt.analysis.mode import OPTION, ChannelMode, StatedMode
 
     if mode is not None:
-        return StatedMode(ChannelMode(mode), "--mode")
+        return StatedMode(ChannelMode(mode), OPTION)
     settings, config_path = selection.settings, selection.config_path
     if db is None and settings is not None and config_path is not None and settings.channel_mode in ("full", "delta"):
         return StatedMode(ChannelMode(str(settings.channel_mode)), str(config_path))

@@ -468,7 +468,7 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
 
 
 def _stated_mode_line(scope: InspectionScope, console: Console) -> None:
-    if scope.mode.mode is not None:
+    if scope.mode.from_option:
         console.print(Text(f"  deployment mode: {printable(scope.mode.describe())}"))
 
 

@@ -76,7 +76,7 @@ def render_text(report: ScanReport, console: Console) -> None:
     if report.saver_setup is not None:
         console.print(f"  tables: {report.saver_setup}")
     console.print(Text(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}"))
-    if report.mode.mode is not None:
+    if report.mode.from_option:
         console.print(Text(f"  deployment mode: {printable(report.mode.describe())}"))
     if (conflict := report.mode_conflict()) is not None:
         console.print(Text(f"  warning: {printable(conflict)}", style="yellow"))
