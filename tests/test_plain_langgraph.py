@@ -42,6 +42,8 @@ def plain_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         drop_database(name)
 
 
+# Measured 0.5-1.0 s (several ckpt runs).
+@pytest.mark.slow
 def test_verify_shape_says_full_mode_not_a_missing_cadence(plain_store: str) -> None:
     code, out, err = run_ckpt("verify-shape", "--db", plain_store)
     assert code == 0, out + err
@@ -77,6 +79,8 @@ def test_inspect_storage_names_no_snapshots(plain_store: str) -> None:
     assert "snapshot" not in out.lower()
 
 
+# Measured 0.5-1.0 s (several ckpt runs).
+@pytest.mark.slow
 def test_plan_retention_full_mode_keeps_what_the_policy_names(plain_store: str) -> None:
     kept = 2 * plain_app.THREADS
     code, out, err = run_ckpt("plan", "retention", "--db", plain_store, "--mode", "full", "--keep-newest", "2")
@@ -99,6 +103,8 @@ def test_plan_retention_without_mode_says_how_to_state_it(plain_store: str) -> N
         assert f"keeps {2 * plain_app.THREADS} (0 of them beyond" in out and "deployment mode" not in out
 
 
+# Measured 0.5-1.0 s (several ckpt runs).
+@pytest.mark.slow
 def test_mode_delta_on_a_full_store_is_said_so(plain_store: str) -> None:
     contradiction = "--mode says delta mode, but no delta-mode checkpoint is in the 5 threads read"
     for command in (["verify-shape"], ["inspect", "summary"], ["plan", "retention", "--keep-newest", "2"]):
@@ -114,6 +120,8 @@ def test_mode_delta_on_a_full_store_is_said_so(plain_store: str) -> None:
     assert "--mode says delta mode, but no delta-mode checkpoint is in the 1 thread read" in out
 
 
+# Measured 0.5-1.0 s (several ckpt runs).
+@pytest.mark.slow
 def test_mode_full_on_a_delta_store_is_said_so(built_sqlite: BuiltDatabase) -> None:
     code, out, err = run_ckpt("verify-shape", "--db", built_sqlite.db, "--mode", "full", "--exit-zero")
     assert code == 0, err
