@@ -24,6 +24,7 @@ from deerflow_ckpt.analysis.cadence import (
 from deerflow_ckpt.analysis.epochs import Epoch, lineage_epochs
 from deerflow_ckpt.analysis.histogram import Histogram, histogram
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.mode import StatedMode
 from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult, ThreadKind
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes, storage_bytes
@@ -66,6 +67,8 @@ class InspectionScope:
     settings: InspectSettings
     # Where the expected cadence came from ("--cadence", the config file, or why it is unknown).
     cadence_source: str
+    # The deployment's mode as stated (--mode, or the config that chose the database).
+    mode: StatedMode = field(default_factory=StatedMode)
 
 
 @dataclass(frozen=True)

@@ -460,7 +460,7 @@ def plan_lineage(
     if full_thread and backend is Backend.POSTGRES and not full_mode and plan.widest is not None:
         plan.note = (
             "a full-mode thread on Postgres keeps its history back to its start: a delta-mode process continuing "
-            "it walks past stored lists with DeerFlow's saver 3.1.x (a config in full mode lets it go)"
+            "it walks past stored lists with DeerFlow's saver 3.1.x (--mode full, or a config in full mode, lets it go)"
         )
     if rows is not None:
         deletion = _deletion(graph, rows, kept, deleted, plan.freed)

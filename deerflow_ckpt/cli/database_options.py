@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
@@ -22,6 +22,9 @@ from deerflow_ckpt.store.source import DatabaseChoice, DatabaseTarget, SqliteTar
 
 if TYPE_CHECKING:
     from deerflow_ckpt.config.database import DatabaseSettings
+
+if TYPE_CHECKING:
+    from deerflow_ckpt.analysis.mode import StatedMode
 
 DB_OPTION = typer.Option(
     None,
@@ -42,6 +45,16 @@ CONFIG_OPTION = typer.Option(
 )
 CADENCE_OPTION = typer.Option(
     None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
+)
+# analysis/mode.ChannelMode's values, spelled out so `ckpt --help` does not import the analysis stack.
+ModeChoice = Literal["full", "delta"]
+MODE_OPTION = typer.Option(
+    None,
+    "--mode",
+    metavar="full|delta",
+    help="The channel mode the deployment writes in, for a store no DeerFlow config chose (a plain LangGraph app "
+    "runs full). Wins over the config's checkpoint_channel_mode; a store that shows otherwise is said so.",
+    show_default=False,
 )
 MAX_SUPERSTEPS_OPTION = typer.Option(
     DEFAULT_SUPERSTEP_BOUND,
@@ -206,6 +219,18 @@ def select(
     config_path = found.config.path if found.config is not None else None
     expected, source = _expected_cadence(cadence, found.settings, config_path)
     return DatabaseSelection(choice, found.settings, config_path, expected, source, environment.variables)
+
+
+def stated_mode(selection: DatabaseSelection, mode: ModeChoice | None, db: str | None) -> StatedMode:
+    """--mode, else the checkpoint_channel_mode of the config that chose the database (not one beside --db)."""
+    from deerflow_ckpt.analysis.mode import OPTION, ChannelMode, StatedMode
+
+    if mode is not None:
+        return StatedMode(ChannelMode(mode), OPTION)
+    settings, config_path = selection.settings, selection.config_path
+    if db is None and settings is not None and config_path is not None and settings.channel_mode in ("full", "delta"):
+        return StatedMode(ChannelMode(str(settings.channel_mode)), str(config_path))
+    return StatedMode()
 
 
 def _expected_cadence(

@@ -66,6 +66,7 @@ def _open(
     deerflow_root: Path | None = None,
     announce: bool = False,
     verbose: bool = False,
+    mode: database_options.ModeChoice | None = None,
 ) -> Inspection:
     """The chosen database, opened; `announce` names it on stderr, for a format whose report does not (text
     and json say which database they describe)."""
@@ -79,7 +80,8 @@ def _open(
         info(f"ckpt: inspecting {target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(selection.choice.target)
-    return open_inspection(selection.choice, settings(selection.expected_cadence), selection.cadence_source)
+    stated = database_options.stated_mode(selection, mode, db)
+    return open_inspection(selection.choice, settings(selection.expected_cadence), selection.cadence_source, stated)
 
 
 class _ThreadCounter:
@@ -178,6 +180,7 @@ def thread(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
+    mode: database_options.ModeChoice | None = database_options.MODE_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
@@ -213,6 +216,7 @@ def thread(
         deerflow_root,
         announce=output_format is InspectFormat.csv,
         verbose=verbose,
+        mode=mode,
     )
     scope = inspection.scope
     if thread_ids:
@@ -237,6 +241,7 @@ def summary(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
+    mode: database_options.ModeChoice | None = database_options.MODE_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     immutable: bool = database_options.IMMUTABLE_OPTION,
     deerflow_root: Path | None = deerflow_options.DEERFLOW_ROOT_OPTION,
@@ -269,6 +274,7 @@ def summary(
         deerflow_root,
         announce=output_format is InspectFormat.csv,
         verbose=verbose,
+        mode=mode,
     )
     scope = inspection.scope
     show_progress = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()

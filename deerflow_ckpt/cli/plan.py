@@ -12,7 +12,15 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import PIPED_WIDTH, counting_checkpoints, info, is_quiet, stdout_console, text_console
+from deerflow_ckpt.cli.console import (
+    PIPED_WIDTH,
+    counting_checkpoints,
+    info,
+    is_quiet,
+    message,
+    stdout_console,
+    text_console,
+)
 from deerflow_ckpt.fileio import terminable
 
 if TYPE_CHECKING:
@@ -75,6 +83,7 @@ def retention(
         show_default=False,
     ),
     top: int = typer.Option(10, "--top", min=0, metavar="N", help="Text: how many lineages to list."),
+    mode: database_options.ModeChoice | None = database_options.MODE_OPTION,
     db: str | None = database_options.DB_OPTION,
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
@@ -115,11 +124,8 @@ def retention(
     info(f"ckpt: planning retention for {target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(target)
-    # The deployment's mode counts only from the config that chose this database (DeerFlow's default is full).
-    settings, config_path = selection.settings, selection.config_path
-    runs_full = db is None and settings is not None and config_path is not None and settings.channel_mode == "full"
-    full_mode_from = str(config_path) if runs_full else None
-    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None, full_mode_from, top)
+    stated = database_options.stated_mode(selection, mode, db)
+    request = RetentionRequest(selection.choice, policy, tuple(threads) if threads else None, stated, top)
     show_progress = output_format is PlanFormat.text and sys.stderr.isatty() and not is_quiet()
     # SIGTERM ends the run as an exit, so the plan's scratch files are removed.
     with terminable():
@@ -128,6 +134,10 @@ def retention(
         )
         if verbose:
             database_options.say_processes(plan.processes, plan.processes_why)
+        # The text report says it in its mode line; the other formats are read by programs, so stderr says it.
+        conflict = plan.mode_conflict()
+        if conflict is not None and output_format is not PlanFormat.text:
+            message(f"ckpt: warning: {conflict}")
         _deliver(plan, output_format, output, batch, top, color)
 
 

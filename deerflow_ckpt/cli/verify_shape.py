@@ -23,6 +23,7 @@ def verify_shape(
     schema: str = database_options.SCHEMA_OPTION,
     config: Path | None = database_options.CONFIG_OPTION,
     cadence: int | None = database_options.CADENCE_OPTION,
+    mode: database_options.ModeChoice | None = database_options.MODE_OPTION,
     max_supersteps: int = database_options.MAX_SUPERSTEPS_OPTION,
     thread: str | None = typer.Option(
         None, "--thread", metavar="ID", help="Scan only this thread.", show_default=False
@@ -83,6 +84,7 @@ def verify_shape(
         cadence_source=selection.cadence_source,
         thread_id=thread,
         rules=rules,
+        mode=database_options.stated_mode(selection, mode, db),
     )
     # The progress bar goes to stderr only when someone watches it; machine formats stay quiet.
     show_progress = output_format is ReportFormat.text and sys.stderr.isatty() and not is_quiet()

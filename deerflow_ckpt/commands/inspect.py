@@ -21,6 +21,7 @@ from deerflow_ckpt.analysis.inspection import (
     ThreadInspection,
     inspect_thread,
 )
+from deerflow_ckpt.analysis.mode import StatedMode
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary, RankBy, TopThreads
 from deerflow_ckpt.analysis.timeline import Timeline
 from deerflow_ckpt.commands.shares import ShareSplit, run_shares, share_selections, without_cycle_collector
@@ -40,9 +41,13 @@ class Inspection:
     target: DatabaseTarget
 
 
-def open_inspection(choice: DatabaseChoice, settings: InspectSettings, cadence_source: str) -> Inspection:
+def open_inspection(
+    choice: DatabaseChoice, settings: InspectSettings, cadence_source: str, mode: StatedMode | None = None
+) -> Inspection:
     reader, backend = open_reader(choice.target)
-    scope = InspectionScope(choice.target.describe(), choice.found_via, backend, settings, cadence_source)
+    scope = InspectionScope(
+        choice.target.describe(), choice.found_via, backend, settings, cadence_source, mode or StatedMode()
+    )
     return Inspection(reader, scope, choice.target)
 
 

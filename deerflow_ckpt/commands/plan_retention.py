@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from deerflow_ckpt.analysis.mode import ChannelMode, StatedMode
 from deerflow_ckpt.analysis.retention import BrokenRead, FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
+from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.shares import run_shares, share_selections
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.readers import open_reader
@@ -34,9 +36,9 @@ class RetentionRequest:
     policy: RetentionPolicy
     # Only these threads (None: every thread).
     thread_ids: tuple[str, ...] | None = None
-    # The config that chose the database, where it says the deployment runs in full mode (None: not known):
-    # there, threads without a delta checkpoint walk nowhere (analysis/retention.py, WalkRules).
-    full_mode_from: str | None = None
+    # The deployment's mode (--mode, or the config that chose the database): in full mode, threads without a
+    # delta checkpoint walk nowhere (analysis/retention.py, WalkRules).
+    mode: StatedMode = field(default_factory=StatedMode)
     # How many of the lineages that free the most are kept at hand (the text lists them).
     top: int = 10
 
@@ -55,6 +57,8 @@ class PlanTally:
     """
 
     threads: int = 0
+    # Threads with a delta-mode checkpoint in any namespace: the store's word against a stated mode.
+    delta_threads: int = 0
     lineages: int = 0
     checkpoints: int = 0
     kept: int = 0
@@ -76,6 +80,7 @@ class PlanTally:
 
     def add(self, other: PlanTally, top: int) -> None:
         self.threads += other.threads
+        self.delta_threads += other.delta_threads
         self.lineages += other.lineages
         self.checkpoints += other.checkpoints
         self.kept += other.kept
@@ -132,13 +137,23 @@ class RetentionPlan(PlanTally):
     tables: dict[str, str]
     # The database planned, for the command that runs the script on it (never shown with its password).
     target: DatabaseTarget
-    # The config that says the deployment runs in full mode, when it chose the database (else None).
-    full_mode_from: str | None = None
+    # The deployment's mode as stated, and who stated it.
+    mode: StatedMode = field(default_factory=StatedMode)
     # Where the spools are: removed with the plan (or at exit).
     scratch: tempfile.TemporaryDirectory[str] | None = None
     # How many processes read the threads, and why that many (--verbose says so).
     processes: int = 1
     processes_why: str = ""
+
+    @property
+    def full_mode_from(self) -> str | None:
+        """Who says the deployment runs in full mode (None: nobody does), as the json has always named it."""
+        return self.mode.source if self.mode.mode is ChannelMode.FULL else None
+
+    def mode_conflict(self) -> str | None:
+        """Why the threads read contradict the stated mode, or None."""
+        kinds = Counter({ThreadKind.DELTA: self.delta_threads, ThreadKind.FULL: self.threads - self.delta_threads})
+        return self.mode.conflict(kinds)
 
     def planned_lineages(self) -> Iterator[LineagePlan]:
         """Every lineage the plan changes, leaves whole, or whose naive deletion breaks a read; in key order."""
@@ -203,6 +218,7 @@ def _plan_share(
     tally = PlanTally(spools=[path])
     thread: str | None = None
     seen = 0
+    thread_delta = False
     with os.fdopen(handle, "wb") as spool:
         for lineage in reader.lineages(selection):
             if lineage.thread_id != thread:
@@ -210,11 +226,16 @@ def _plan_share(
                     progress(seen)
                 thread, seen = lineage.thread_id, 0
                 tally.threads += 1
+                thread_delta = False
                 if selection.thread_id is not None or selection.thread_ids is not None:
                     tally.named_found.add(thread)
             seen += len(lineage.records)
             rows = rows_for((lineage.thread_id, lineage.checkpoint_ns))
             tally.count(_plan(lineage, backend, policy, rows, full_mode), spool, top)
+            # Planning linked the records (analysis/lineage.py), which tells delta-mode ones apart.
+            if not thread_delta and any(record.delta for record in lineage.records):
+                thread_delta = True
+                tally.delta_threads += 1
     if thread is not None and progress is not None:
         progress(seen)
     return tally
@@ -245,12 +266,12 @@ def plan_retention(
         planned_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tables,
         target=target,
-        full_mode_from=request.full_mode_from,
+        mode=request.mode,
         scratch=scratch,
     )
     split = share_selections(reader, jobs, request.thread_ids)
     plan.processes, plan.processes_why = len(split.selections), split.why
-    full_mode = request.full_mode_from is not None
+    full_mode = request.mode.mode is ChannelMode.FULL
     work = functools.partial(_plan_share, target, request.policy, full_mode, request.top, scratch.name)
     for share in run_shares(work, split.selections, progress):
         plan.add(share, request.top)

@@ -12,6 +12,7 @@ from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provi
 from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.analysis.mode import StatedMode
 from deerflow_ckpt.analysis.shape import (
     CONVERSATION_NS,
     Finding,
@@ -46,6 +47,8 @@ class ScanRequest:
     thread_id: str | None = None
     # --select/--ignore/--severity and the project's: which findings are reported, at which severity.
     rules: RuleSelection = field(default_factory=RuleSelection)
+    # The deployment's mode as stated (--mode, or the config that chose the database).
+    mode: StatedMode = field(default_factory=StatedMode)
 
 
 @dataclass(kw_only=True)
@@ -83,6 +86,10 @@ class ScanReport(ScanTally):
     # How many processes read the threads, and why that many (--verbose says so).
     processes: int = 1
     processes_why: str = ""
+    mode: StatedMode = field(default_factory=StatedMode)
+
+    def mode_conflict(self) -> str | None:
+        return self.mode.conflict(self.kinds)
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -224,6 +231,7 @@ def scan(
         cadence_source=request.cadence_source,
         superstep_bound=settings.superstep_bound,
         since=settings.since,
+        mode=request.mode,
     )
     if backend is Backend.POSTGRES:
         from deerflow_ckpt.store.postgres import PostgresCheckpointReader

@@ -203,6 +203,8 @@ def _header(command: str, scope: InspectionScope) -> dict[str, Any]:
             "cadence_source": scope.cadence_source,
             "superstep_bound": settings.superstep_bound,
             "what_if": list(settings.what_if) if settings.what_if is not None else None,
+            "mode": None if scope.mode.mode is None else scope.mode.mode.value,
+            "mode_source": scope.mode.source,
         },
     }
 
@@ -232,6 +234,7 @@ def summary_to_json(scope: InspectionScope, summary: DatabaseSummary, timeline: 
             "lineages": summary.lineages,
             "checkpoints": summary.checkpoints,
             "modes": {kind.value: summary.kinds[kind] for kind in ThreadKind},
+            "mode_conflict": scope.mode.conflict(summary.kinds),
             "inferred_cadence": histogram_dict("inferred_cadence", "threads", summary.cadence_distribution),
             "unsettled_cadence": dict(sorted(summary.unsettled.items())),
             "threads_with_several_epochs": summary.changed,

@@ -7,6 +7,7 @@ raise UnicodeEncodeError). Colour is rich's: off when piped and under NO_COLOR.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from rich.bar import Bar
@@ -29,6 +30,7 @@ from deerflow_ckpt.analysis.inspection import (
     NamespaceGroup,
     ThreadInspection,
 )
+from deerflow_ckpt.analysis.mode import all_full, full_store_line
 from deerflow_ckpt.analysis.replay import ProofResult
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary
@@ -271,7 +273,25 @@ def what_if_notes(what_if: WhatIf, backend: Backend) -> list[Text]:
     return notes
 
 
+def _render_full_lineage(inspection: LineageInspection, console: Console) -> None:
+    """A full-mode lineage has no snapshots, cadence or replay to show: say what it stores instead."""
+    console.print(
+        f"  {_n(inspection.checkpoints)} checkpoints, {_n(inspection.message_writing_steps)} message-writing steps; "
+        "full mode: each checkpoint stores the whole message list (no snapshots, no cadence, nothing replayed)"
+    )
+    console.print(Text("Storage (stored column lengths)", style="bold"))
+    console.print(_indented(storage_table(inspection.storage, inspection.backend)))
+    if inspection.what_if is not None:
+        console.print(Text("What-if: this lineage in delta mode (LangGraph's DeltaChannel) at cadence K", style="bold"))
+        console.print(_indented(what_if_table(inspection.what_if, inspection.cadence)))
+        for note in what_if_notes(inspection.what_if, inspection.backend):
+            console.print(note)
+
+
 def render_lineage(inspection: LineageInspection, scope: InspectionScope, console: Console) -> None:
+    if inspection.kind is ThreadKind.FULL:
+        _render_full_lineage(inspection, console)
+        return
     thread_id = printable(inspection.thread_id)
     console.print(
         f"  {_n(inspection.checkpoints)} checkpoints, {_n(inspection.message_writing_steps)} message-writing steps, "
@@ -371,6 +391,8 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
         ("Thread ", "bold"), (printable(thread.thread_id), "bold cyan"), f"  namespace {ns}, {shown.kind}"
     )
     console.print(title)
+    if (conflict := scope.mode.conflict(Counter({shown.kind: 1}))) is not None:
+        console.print(Text(f"  warning: {printable(conflict)}", style="yellow"))
     render_lineage(shown, scope, console)
     if thread.proof is not None:
         console.print(proof_line(thread.proof))
@@ -382,6 +404,7 @@ def render_thread(thread: ThreadInspection, scope: InspectionScope, console: Con
 def render_threads(threads: Iterable[ThreadInspection], scope: InspectionScope, console: Console) -> None:
     """The database inspected, then each thread as it comes."""
     console.print(Text(printable(f"Inspected {scope.database} (chosen via {scope.found_via})")))
+    _stated_mode_line(scope, console)
     for thread in threads:
         console.print()
         render_thread(thread, scope, console)
@@ -442,6 +465,25 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
         )
 
 
+def _stated_mode_line(scope: InspectionScope, console: Console) -> None:
+    if scope.mode.from_option:
+        console.print(Text(f"  deployment mode: {printable(scope.mode.describe())}"))
+
+
+def _render_cadences(summary: DatabaseSummary, console: Console, timeline: Timeline) -> None:
+    """The inferred K across threads and the cadence over time (for a store with delta-mode threads)."""
+    console.print(Text("Inferred K across threads (the current epoch of each conversation)", style="bold"))
+    distribution = summary.cadence_distribution
+    if distribution.count:
+        console.print(_indented(histogram_table(distribution, "K", console, "threads")))
+    else:
+        console.print("  no thread's K is pinned down")
+    if summary.unsettled:
+        parts = ", ".join(f"{status.replace('_', ' ')} {n}" for status, n in sorted(summary.unsettled.items()))
+        console.print(f"  not pinned down: {parts}")
+    render_timeline(timeline, summary.changed, console)
+
+
 def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Console, timeline: Timeline) -> None:
     kinds = summary.kinds
     console.print(Text(printable(f"Inspected {scope.database} (chosen via {scope.found_via})")))
@@ -453,16 +495,13 @@ def render_summary(summary: DatabaseSummary, scope: InspectionScope, console: Co
     if scope.settings.expected_cadence is not None:
         source = printable(scope.cadence_source)
         console.print(Text(f"  expected K = {scope.settings.expected_cadence} (from {source})"))
-    console.print(Text("Inferred K across threads (the current epoch of each conversation)", style="bold"))
-    distribution = summary.cadence_distribution
-    if distribution.count:
-        console.print(_indented(histogram_table(distribution, "K", console, "threads")))
+    _stated_mode_line(scope, console)
+    if (conflict := scope.mode.conflict(kinds)) is not None:
+        console.print(Text(f"  warning: {printable(conflict)}", style="yellow"))
+    if all_full(kinds):
+        console.print(Text(f"  {full_store_line(kinds)}"))
     else:
-        console.print("  no thread's K is pinned down")
-    if summary.unsettled:
-        parts = ", ".join(f"{status.replace('_', ' ')} {n}" for status, n in sorted(summary.unsettled.items()))
-        console.print(f"  not pinned down: {parts}")
-    render_timeline(timeline, summary.changed, console)
+        _render_cadences(summary, console, timeline)
     console.print(Text("Storage (stored column lengths)", style="bold"))
     console.print(_indented(storage_table(summary.storage, scope.backend)))
     console.print("  files, tables, channels, growth and compaction: ckpt inspect storage")

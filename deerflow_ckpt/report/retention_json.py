@@ -73,6 +73,12 @@ def plan_to_json(plan: RetentionPlan) -> Iterator[str]:
         "backend": str(plan.backend),
         "planned_at": plan.planned_at,
         "full_mode_from": plan.full_mode_from,
+        "mode": {
+            "stated": None if plan.mode.mode is None else plan.mode.mode.value,
+            "source": plan.mode.source,
+            "delta_threads": plan.delta_threads,
+            "conflict": plan.mode_conflict(),
+        },
         "policy": {**dataclasses.asdict(policy), "options": policy.describe()},
         "totals": {
             "threads": plan.threads,

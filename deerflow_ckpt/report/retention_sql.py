@@ -82,11 +82,12 @@ def _header(plan: RetentionPlan, script: str, batch: int | None) -> Iterator[str
         mode = (
             f"full-mode threads planned as in a full-mode deployment ({plan.full_mode_from}); "
             if plan.full_mode_from
-            else "the deployment's mode unknown: full-mode threads keep their whole chain; "
+            else f"deployment mode {plan.mode.describe()}: full-mode threads keep their whole chain; "
         )
     described = [
         f"ckpt plan retention {plan.policy.describe()}",
         f"database: {plan.database}, planned at {plan.planned_at}; {mode}".rstrip("; "),
+        *(f"warning: {conflict}" for conflict in [plan.mode_conflict()] if conflict is not None),
         f"deletes {freed.checkpoints:,} checkpoints, {freed.writes:,} write rows{blobs} "
         f"({human_bytes(freed.total_bytes)} stored) in {plan.deleting:,} lineages, {shape}; "
         f"re-parents {plan.reparented:,} checkpoints",

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deerflow_ckpt.analysis.mode import ChannelMode
 from deerflow_ckpt.analysis.retention import KeepReason, LineagePlan, RetentionPolicy
 from deerflow_ckpt.analysis.storage import human_bytes
 from deerflow_ckpt.commands.plan_retention import RetentionPlan
@@ -38,16 +39,27 @@ def widening(plan: LineagePlan, policy: RetentionPolicy) -> str:
     return f"{policy.describe()} keeps {len(plan.kept)} here: " + "; ".join(clauses)
 
 
+def mode_line(plan: RetentionPlan) -> str | None:
+    """The deployment's mode and what it changes: only Postgres walks differ by mode (analysis/retention.py)."""
+    stated = plan.mode
+    if plan.backend is not Backend.POSTGRES:
+        return stated.describe() if stated.mode is not None else None
+    if stated.mode is ChannelMode.FULL:
+        return f"{stated.describe()}: full-mode threads may be cut"
+    keeps = "full-mode threads keep their whole chain"
+    if stated.mode is ChannelMode.DELTA:
+        return f"{stated.describe()}: {keeps}, as a delta-mode process continuing one needs"
+    hint = "pass --mode full if every process writing here runs full mode (a plain LangGraph app does)"
+    return f"{stated.describe()}: {keeps}; {hint}"
+
+
 def render_plan(plan: RetentionPlan, console: Console, top: int) -> None:
     console.print(Text(printable(f"Retention plan for {plan.database} (chosen via {plan.found_via})")))
     console.print(Text(f"  policy: {plan.policy.describe()}"))
-    if plan.backend is Backend.POSTGRES:
-        mode = (
-            f"full, as {plan.full_mode_from} says: full-mode threads may be cut"
-            if plan.full_mode_from
-            else "not known from a config that chose this database: full-mode threads keep their whole chain"
-        )
+    if (mode := mode_line(plan)) is not None:
         console.print(Text(f"  deployment mode: {printable(mode)}"))
+    if (conflict := plan.mode_conflict()) is not None:
+        console.print(Text(f"  warning: {printable(conflict)}", style="yellow"))
     _totals(plan, console)
     _lineages(plan, console, top)
     _naive(plan, console)

@@ -76,6 +76,8 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "rolling_window_seconds": timeline_settings.rolling_window_ns / 1e9,
             "fail_on": fail_on.value,
             "deep": report.proof is not None,
+            "mode": None if report.mode.mode is None else report.mode.mode.value,
+            "mode_source": report.mode.source,
         },
         "timeline": timeline_to_dict(report.timeline),
         "summary": {
@@ -85,6 +87,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "delta_threads": report.kinds[ThreadKind.DELTA],
             "full_threads": report.kinds[ThreadKind.FULL],
             "migrated_threads": report.kinds[ThreadKind.MIGRATED],
+            "mode_conflict": report.mode_conflict(),
             "inferred_cadences": {str(k): n for k, n in sorted(report.inferred_cadences.items())},
             "by_rule": dict(sorted(report.rule_counts().items())),
             "by_severity": by_severity,

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deerflow_ckpt.analysis.mode import all_full, full_store_line
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.printable import printable
@@ -23,6 +24,8 @@ def _cadence_line(report: ScanReport) -> str:
         return f"expected cadence K={report.expected_cadence} (from {printable(report.cadence_source)})"
     if report.timeline is not None and report.timeline.current is not None:
         return "expected cadence unknown"
+    if all_full(report.kinds):
+        return full_store_line(report.kinds)
     inferred = ", ".join(f"K={k} x{n}" for k, n in sorted(report.inferred_cadences.items())) or "none settled"
     return f"expected cadence unknown; inferred per thread: {inferred}"
 
@@ -72,6 +75,10 @@ def render_text(report: ScanReport, console: Console) -> None:
     if report.saver_setup is not None:
         console.print(f"  tables: {report.saver_setup}")
     console.print(Text(f"  {_cadence_line(report)}; superstep bound {report.superstep_bound}"))
+    if report.mode.from_option:
+        console.print(Text(f"  deployment mode: {printable(report.mode.describe())}"))
+    if (conflict := report.mode_conflict()) is not None:
+        console.print(Text(f"  warning: {printable(conflict)}", style="yellow"))
     if report.since is not None:
         console.print(f"  judged: checkpoints written at or after {format_time(write_time_ns(report.since))}")
     for timeline_line in _timeline_lines(report):
