@@ -47,6 +47,29 @@ def verify_shape(
         "writes before it (CK106); a second read-only pass.",
     ),
     jobs: int = database_options.JOBS_OPTION,
+    allow_types: list[str] = typer.Option(
+        [],
+        "--allow-type",
+        metavar="MODULE:NAME",
+        help="Trust this type of the app's own in payloads (CK105), as LangGraph's allowed_msgpack_modules entry "
+        '("module", "Name") does; repeatable. Only LangGraph\'s own safe types are trusted without it.',
+        show_default=False,
+    ),
+    write_baseline: Path | None = typer.Option(
+        None,
+        "--write-baseline",
+        metavar="FILE",
+        help="Record today's findings in FILE (json); later scans given --baseline FILE report only new ones.",
+        show_default=False,
+    ),
+    baseline: Path | None = typer.Option(
+        None,
+        "--baseline",
+        metavar="FILE",
+        help="Report only findings not recorded in FILE (--write-baseline), and how many recorded ones are gone; "
+        "the exit code counts the new ones.",
+        show_default=False,
+    ),
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -72,7 +95,14 @@ def verify_shape(
         database_options.say_reading_path(selection.choice.target)
     request = ScanRequest(
         choice=selection.choice,
-        settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),
+        settings=ShapeSettings(
+            selection.expected_cadence,
+            max_supersteps,
+            boundary,
+            timeline,
+            deep=deep,
+            allowed_types=_allowed_types(allow_types),
+        ),
         cadence_source=selection.cadence_source,
         thread_id=thread,
     )
@@ -95,6 +125,15 @@ def verify_shape(
     )
     delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
+
+
+def _allowed_types(values: list[str]) -> frozenset[tuple[str, str]]:
+    from deerflow_ckpt.store.peek import parse_allowed_type
+
+    try:
+        return frozenset(parse_allowed_type(value) for value in values)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--allow-type") from None
 
 
 def register(app: typer.Typer) -> None:

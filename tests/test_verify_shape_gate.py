@@ -1,0 +1,124 @@
+"""verify-shape as a CI gate an app can tune: --allow-type for the app's own state types (CK105), and a
+baseline (--write-baseline / --baseline) that reports only findings not recorded yet."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from deerflow_ckpt.store.peek import parse_allowed_type
+from tests.cli import run_ckpt
+
+
+@dataclass
+class Itinerary:
+    """An app's own state value: LangGraph stores it as a msgpack constructor ext naming this class."""
+
+    stops: int
+    city: str
+
+
+ITINERARY = f"{Itinerary.__module__}:{Itinerary.__name__}"
+
+
+class TripState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    plan: Itinerary
+
+
+def _plan(state: TripState) -> dict[str, Any]:
+    stops = len(state["messages"])
+    return {"messages": [AIMessage(f"plan with {stops} stops")], "plan": Itinerary(stops, "Lisbon")}
+
+
+def app_serializer() -> JsonPlusSerializer:
+    """What the app hands its saver: LangGraph's strict allowlist extended with its own dataclass."""
+    return JsonPlusSerializer(allowed_msgpack_modules=[Itinerary])
+
+
+def run_trip_app(checkpointer: Any, threads: list[str], turns: int = 3) -> None:
+    """A plain LangGraph app (no DeerFlow): its own StateGraph, full-mode messages, a dataclass in state."""
+    graph = StateGraph(TripState)
+    graph.add_node("plan", _plan)
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", END)
+    app = graph.compile(checkpointer=checkpointer)
+    for thread_id in threads:
+        for turn in range(turns):
+            app.invoke({"messages": [HumanMessage(f"turn {turn}")]}, {"configurable": {"thread_id": thread_id}})
+
+
+def trip_store_sqlite(path: Path, threads: list[str], turns: int = 3) -> Path:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with sqlite3.connect(path, check_same_thread=False) as connection:
+        run_trip_app(SqliteSaver(connection, serde=app_serializer()), threads, turns)
+    connection.close()
+    return path
+
+
+def scan(*args: str) -> tuple[int, dict[str, Any], str]:
+    result = run_ckpt("verify-shape", "--format", "json", *args)
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+# -- --allow-type -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # runs a real LangGraph app
+def test_an_allowlisted_dataclass_is_ck105_without_allow_type_and_clean_with_it(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = trip_store_sqlite(tmp_path / "trips.db", ["trip-1", "trip-2"])
+    code, document, _ = scan("--db", str(db))
+    assert code == 1
+    named = [f for f in document["findings"] if f["rule"] == "CK105"]
+    assert named and {f["rule"] for f in document["findings"]} == {"CK105"}
+    assert {f["thread_id"] for f in named} == {"trip-1", "trip-2"}
+    for finding in named:
+        assert f"names {Itinerary.__module__}.Itinerary" in finding["message"]
+        # Each finding says how to trust the type if it is the app's own: flag, config key, LangGraph's entry.
+        assert f"--allow-type {ITINERARY}" in finding["message"]
+        assert f'allowed_types = ["{ITINERARY}"]' in finding["message"]
+        assert f'("{Itinerary.__module__}", "Itinerary")' in finding["message"]
+
+    code, document, _ = scan("--db", str(db), "--allow-type", ITINERARY)
+    assert code == 0 and document["findings"] == []
+    # Another type of the same module is not trusted by it: exactly the named ones are.
+    code, document, _ = scan("--db", str(db), "--allow-type", f"{Itinerary.__module__}:Other")
+    assert code == 1 and {f["rule"] for f in document["findings"]} == {"CK105"}
+
+    # The mapping holds against LangGraph itself: the entry --allow-type names is what its allowlist takes,
+    # and its strict loader constructs the dataclass from that store only with it.
+    entry = parse_allowed_type(ITINERARY)
+    with sqlite3.connect(db, check_same_thread=False) as connection:
+        config = {"configurable": {"thread_id": "trip-1"}}
+        allowed = SqliteSaver(connection, serde=JsonPlusSerializer(allowed_msgpack_modules=[entry]))
+        loaded = allowed.get_tuple(config)  # type: ignore[arg-type]
+        assert loaded is not None and loaded.checkpoint["channel_values"]["plan"] == Itinerary(5, "Lisbon")
+        strict = SqliteSaver(connection, serde=JsonPlusSerializer(allowed_msgpack_modules=None))
+        blocked = strict.get_tuple(config)  # type: ignore[arg-type]
+        assert blocked is not None and not isinstance(blocked.checkpoint["channel_values"]["plan"], Itinerary)
+    connection.close()
+
+
+@pytest.mark.parametrize("value", ["Itinerary", "app.models:", ":Itinerary", "app models:Itinerary", "a:b.C", "a:B:c"])
+def test_allow_type_refuses_what_is_not_module_colon_name(value: str) -> None:
+    result = run_ckpt("verify-shape", "--db", "unused.db", "--allow-type", value)
+    assert result.exit_code == 2
+    assert "--allow-type" in result.stderr and "module:Name" in result.stderr
+
+
+def test_allow_type_reads_as_langgraphs_allowlist_entry() -> None:
+    assert parse_allowed_type("app.models:Itinerary") == ("app.models", "Itinerary")
+    assert parse_allowed_type("models:Plan_2") == ("models", "Plan_2")
