@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -122,3 +123,116 @@ def test_allow_type_refuses_what_is_not_module_colon_name(value: str) -> None:
 def test_allow_type_reads_as_langgraphs_allowlist_entry() -> None:
     assert parse_allowed_type("app.models:Itinerary") == ("app.models", "Itinerary")
     assert parse_allowed_type("models:Plan_2") == ("models", "Plan_2")
+
+
+# -- baseline ---------------------------------------------------------------------------------------
+
+
+def _keys(document: dict[str, Any]) -> Counter[tuple[str, str, str]]:
+    """Findings by where they are (one checkpoint can hold several: its own blob and its writes)."""
+    return Counter((f["rule"], f["thread_id"], f["checkpoint_id"]) for f in document["findings"])
+
+
+def baseline_round_trip(db: str, tmp_path: Path, add_turn: Any, delete_thread: Any) -> None:
+    """Write a baseline, add faults (one more turn of trip-1 stores its dataclass again), fix some (trip-2
+    deleted): only the new findings are reported and the exit code counts them; the fixed ones are gone."""
+    baseline = tmp_path / "ckpt-baseline.json"
+    _, before, _ = scan("--db", db)
+    assert before["findings"]
+    code, written, _ = scan("--db", db, "--write-baseline", str(baseline))
+    assert code == 0 and written["findings"] == []
+    assert written["baseline"] == {
+        "file": str(baseline),
+        "written": True,
+        "recorded": len(before["findings"]),
+        "known": len(before["findings"]),
+        "new": 0,
+        "gone": 0,
+        "gone_findings": [],
+    }
+    recorded = json.loads(baseline.read_bytes())
+    assert recorded["schema_version"] == 1 and recorded["command"] == "verify-shape"
+    assert Counter((e["rule"], e["thread_id"], e["checkpoint_id"]) for e in recorded["findings"]) == _keys(before)
+
+    code, unchanged, _ = scan("--db", db, "--baseline", str(baseline))
+    assert code == 0 and unchanged["findings"] == [] and unchanged["baseline"]["gone"] == 0
+
+    add_turn()
+    delete_thread("trip-2")
+    _, now, _ = scan("--db", db)
+    code, gated, _ = scan("--db", db, "--baseline", str(baseline))
+    new = _keys(now) - _keys(before)
+    assert code == 1 and new and _keys(gated) == new
+    assert {thread for _, thread, _ in new} == {"trip-1"}
+    assert gated["summary"]["by_rule"] == {"CK105": new.total()}
+    gone = Counter((e["rule"], e["thread_id"], e["checkpoint_id"]) for e in gated["baseline"]["gone_findings"])
+    assert gone == Counter({key: n for key, n in _keys(before).items() if key[1] == "trip-2"})
+    assert gated["baseline"]["gone"] == gone.total() > 0
+    assert gated["baseline"]["known"] == len(before["findings"]) - gone.total()
+
+    text = run_ckpt("verify-shape", "--db", db, "--baseline", str(baseline), "--color", "never")
+    assert text.exit_code == 1
+    assert f"{new.total()} new, {gone.total()} gone" in text.stdout
+    assert text.stdout.count("CK105 error thread") == new.total()
+    sarif = run_ckpt("verify-shape", "--db", db, "--baseline", str(baseline), "--format", "sarif")
+    assert sarif.exit_code == 1 and len(json.loads(sarif.stdout)["runs"][0]["results"]) == new.total()
+    github = run_ckpt("verify-shape", "--db", db, "--baseline", str(baseline), "--format", "github")
+    assert github.exit_code == 1 and github.stdout.count("::error") == new.total()
+    # The new ones are the app's own type: allowing it leaves nothing new, the fixed ones still gone.
+    code, allowed, _ = scan("--db", db, "--baseline", str(baseline), "--allow-type", ITINERARY)
+    assert code == 0 and allowed["findings"] == [] and allowed["baseline"]["gone"] == len(before["findings"])
+
+
+@pytest.mark.slow  # runs a real LangGraph app
+def test_baseline_round_trip_sqlite(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = trip_store_sqlite(tmp_path / "trips.db", ["trip-1", "trip-2", "trip-3"])
+
+    def add_turn() -> None:
+        with sqlite3.connect(db, check_same_thread=False) as connection:
+            run_trip_app(SqliteSaver(connection, serde=app_serializer()), ["trip-1"], turns=1)
+        connection.close()
+
+    def delete_thread(thread_id: str) -> None:
+        with sqlite3.connect(db, check_same_thread=False) as connection:
+            SqliteSaver(connection).delete_thread(thread_id)
+        connection.close()
+
+    baseline_round_trip(str(db), tmp_path, add_turn, delete_thread)
+
+
+@pytest.mark.slow  # runs a real LangGraph app
+@pytest.mark.postgres
+def test_baseline_round_trip_postgres(pg_database: str, tmp_path: Path) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(pg_database) as saver:
+        saver.setup()
+    with PostgresSaver.from_conn_string(pg_database) as saver:
+        saver.serde = app_serializer()
+        run_trip_app(saver, ["trip-1", "trip-2", "trip-3"])
+
+    def add_turn() -> None:
+        with PostgresSaver.from_conn_string(pg_database) as saver:
+            saver.serde = app_serializer()
+            run_trip_app(saver, ["trip-1"], turns=1)
+
+    def delete_thread(thread_id: str) -> None:
+        with PostgresSaver.from_conn_string(pg_database) as saver:
+            saver.delete_thread(thread_id)
+
+    baseline_round_trip(pg_database, tmp_path, add_turn, delete_thread)
+
+
+def test_a_baseline_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    for text, why in (
+        ("not json", "not JSON"),
+        ('{"command": "lint-config"}', "not a ckpt baseline"),
+        ('{"command": "verify-shape", "schema_version": 9, "findings": []}', "schema_version 9"),
+    ):
+        file = tmp_path / "baseline.json"
+        file.write_text(text)
+        result = run_ckpt("verify-shape", "--db", str(tmp_path / "none.db"), "--baseline", str(file))
+        # Refused before the scan (the database does not even exist), saying why.
+        assert result.exit_code == 2 and why in result.stderr, result.output

@@ -14,7 +14,7 @@ from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet
 from deerflow_ckpt.rules import Severity
 
 if TYPE_CHECKING:
-    pass
+    from deerflow_ckpt.analysis.baseline import Baseline
 
 
 def verify_shape(
@@ -82,6 +82,10 @@ def verify_shape(
     from deerflow_ckpt.analysis.timeline import TimelineSettings
     from deerflow_ckpt.commands.verify_shape import ScanRequest
 
+    if baseline is not None and write_baseline is not None:
+        raise typer.BadParameter("give --write-baseline or --baseline, not both", param_hint="--baseline")
+    # A file that is no baseline stops the run before the scan.
+    recorded = None if baseline is None else _read_baseline(baseline)
     boundary = database_options.parse_since(since)
     timeline = TimelineSettings(
         database_options.parse_duration(clock_skew, "--clock-skew"),
@@ -90,6 +94,7 @@ def verify_shape(
     selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
+    delivery.refuse_output_onto(write_baseline, database_options.input_files(selection), "--write-baseline")
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(selection.choice.target)
@@ -113,6 +118,10 @@ def verify_shape(
     report = counting_checkpoints(
         lambda progress: scan(request, progress, jobs=jobs), show_progress, color.flag(), "scanning"
     )
+    if baseline is not None or write_baseline is not None:
+        from deerflow_ckpt.commands.verify_shape import apply_baseline
+
+        apply_baseline(report, recorded, write_baseline)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import shape_ci, shape_json, shape_text
 
@@ -125,6 +134,12 @@ def verify_shape(
     )
     delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
+
+
+def _read_baseline(path: Path) -> Baseline:
+    from deerflow_ckpt.analysis.baseline import read_baseline
+
+    return path, read_baseline(path)
 
 
 def _allowed_types(values: list[str]) -> frozenset[tuple[str, str]]:
