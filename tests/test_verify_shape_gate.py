@@ -18,6 +18,7 @@ from langgraph.graph.message import add_messages
 
 from deerflow_ckpt.store.peek import parse_allowed_type
 from tests.cli import run_ckpt
+from tests.conftest import BuiltDatabase
 
 
 @dataclass
@@ -236,3 +237,16 @@ def test_a_baseline_that_is_not_one_is_refused(tmp_path: Path) -> None:
         result = run_ckpt("verify-shape", "--db", str(tmp_path / "none.db"), "--baseline", str(file))
         # Refused before the scan (the database does not even exist), saying why.
         assert result.exit_code == 2 and why in result.stderr, result.output
+
+
+def test_write_baseline_never_replaces_the_database(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    database = tmp_path / "deerflow.db"
+    database.write_bytes(built_sqlite.path.read_bytes())
+    original = database.read_bytes()
+    for target in (database, tmp_path / "deerflow.db-wal"):
+        result = run_ckpt("verify-shape", "--db", str(database), "--write-baseline", str(target))
+        assert result.exit_code == 2 and "the baseline would overwrite it" in result.stderr, result.output
+    assert database.read_bytes() == original and not (tmp_path / "deerflow.db-wal").exists()
+    # Both options at once is refused too: which file would the run read?
+    result = run_ckpt("verify-shape", "--db", str(database), "--write-baseline", "a.json", "--baseline", "b.json")
+    assert result.exit_code == 2 and "not both" in result.stderr

@@ -94,7 +94,9 @@ def verify_shape(
     selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
-    delivery.refuse_output_onto(write_baseline, database_options.input_files(selection), "--write-baseline")
+    delivery.refuse_output_onto(
+        write_baseline, database_options.input_files(selection), "--write-baseline", "the baseline"
+    )
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(selection.choice.target)
