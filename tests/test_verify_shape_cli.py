@@ -223,7 +223,7 @@ def test_json_document_shape(built_sqlite: BuiltDatabase) -> None:
     code, out, _ = run_ckpt("verify-shape", "--db", str(built_sqlite.path), "--format", "json")
     assert code == 1 and ANSI_ESCAPE not in out
     document = json.loads(out)
-    assert document["schema_version"] == JSON_SCHEMA_VERSION == 3 and document["command"] == "verify-shape"
+    assert document["schema_version"] == JSON_SCHEMA_VERSION == 4 and document["command"] == "verify-shape"
     assert set(document["timeline"]) >= {"classes", "changes", "in_force"}
     assert document["database"]["backend"] == "sqlite"
     assert document["exit_code"] == 1

@@ -52,6 +52,8 @@ class ShapeSettings:
     timeline: TimelineSettings = field(default_factory=TimelineSettings)
     # verify-shape --deep: also prove every stored message list against the replay of its writes.
     deep: bool = False
+    # --allow-type: the app's own (module, name) types CK105 trusts besides LangGraph's safe ones (none by default).
+    allowed_types: frozenset[tuple[str, str]] = frozenset()
 
 
 class ThreadKind(StrEnum):
@@ -101,6 +103,15 @@ def _step(record: CheckpointRecord) -> str:
     return f"step {record.step}" if record.step is not None else "this checkpoint"
 
 
+def allow_hint(named: tuple[str, str]) -> str:
+    """How to trust a type that is the app's own: the flag, the config key, and LangGraph's allowlist entry."""
+    module, name = named
+    return (
+        f"if {module}.{name} is the app's own type, trust it with --allow-type {module}:{name} "
+        f'(allowed_types = ["{module}:{name}"]; LangGraph\'s allowed_msgpack_modules entry ("{module}", "{name}"))'
+    )
+
+
 class _LineageChecker:
     def __init__(self, graph: LineageGraph, profile: CadenceProfile, settings: ShapeSettings) -> None:
         self.graph = graph
@@ -137,7 +148,10 @@ class _LineageChecker:
         for record in self.graph.records:
             if record.problems and self.judged(record):
                 for problem in record.problems:
-                    self.add(problem.rule, record, problem.detail)
+                    if problem.allowable is None:
+                        self.add(problem.rule, record, problem.detail)
+                    elif problem.allowable not in self.settings.allowed_types:
+                        self.add(problem.rule, record, f"{problem.detail}; {allow_hint(problem.allowable)}")
 
     def check_lineage(self) -> None:
         """CK301 severed lineage, CK302 missing parent (CK306 at a stored value), CK303 misordered parent or cycle."""

@@ -26,8 +26,11 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 WORKSPACE_ENV = "GITHUB_WORKSPACE"
 
 
-def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) -> None:
-    """Refuse an --output that is one of the command's inputs (the same file, through any path or link)."""
+def refuse_output_onto(
+    output: Path | None, inputs: Iterable[tuple[Path, str]], option: str = "--output", written: str = "the report"
+) -> None:
+    """Refuse an `option` file (--output) that is one of the command's inputs (the same file, through any path
+    or link)."""
     if output is None:
         return
     for path, what in inputs:
@@ -36,7 +39,7 @@ def refuse_output_onto(output: Path | None, inputs: Iterable[tuple[Path, str]]) 
         if not same and output.exists() and path.exists():
             same = os.path.samefile(output, path)
         if same:
-            raise OutputError(f"--output {output} is {what} {path}: the report would overwrite it; write it elsewhere")
+            raise OutputError(f"{option} {output} is {what} {path}: {written} would overwrite it; write it elsewhere")
 
 
 def deliver(text: str, output: Path | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from typer._coercion import RuntimeParam, build_runtime_param
 from typer._param_types import coerce_cli_choice, coerce_cli_path
@@ -30,6 +30,11 @@ class _Refused(Exception):
 
 
 def _direct(annotation: Any, parameter_info: Any, value: Any, param: Any, ctx: Any) -> Any:
+    if get_origin(annotation) is Literal:
+        # A choice spelled as its values (--mode full|delta): one of them, or none given.
+        if value is None or value in get_args(annotation):
+            return value
+        raise _Refused
     if get_origin(annotation) is list:
         (item,) = get_args(annotation)
         return [_direct(item, parameter_info, one, param, ctx) for one in value]
@@ -70,6 +75,8 @@ def _plain_integer(value: Any, parameter_info: Any) -> int:
 
 
 def _handled(annotation: Any) -> bool:
+    if get_origin(annotation) is Literal:
+        return all(isinstance(arg, str) for arg in get_args(annotation))
     if get_origin(annotation) is list:
         return _handled(get_args(annotation)[0])
     return annotation in (str, bool, int) or (isinstance(annotation, type) and issubclass(annotation, (Path, Enum)))

@@ -16,6 +16,8 @@ from deerflow_ckpt.rules import Severity
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from deerflow_ckpt.analysis.baseline import Baseline
+
 
 def verify_shape(
     ctx: typer.Context,
@@ -53,6 +55,29 @@ def verify_shape(
     extend_select: list[str] = project_options.EXTEND_SELECT_OPTION,
     ignore: list[str] = project_options.IGNORE_OPTION,
     severity: list[str] = project_options.SEVERITY_OPTION,
+    allow_types: list[str] = typer.Option(
+        [],
+        "--allow-type",
+        metavar="MODULE:NAME",
+        help="Trust this type of the app's own in payloads (CK105), as LangGraph's allowed_msgpack_modules entry "
+        '("module", "Name") does; repeatable. Only LangGraph\'s own safe types are trusted without it.',
+        show_default=False,
+    ),
+    write_baseline: Path | None = typer.Option(
+        None,
+        "--write-baseline",
+        metavar="FILE",
+        help="Record today's findings in FILE (json); later scans given --baseline FILE report only new ones.",
+        show_default=False,
+    ),
+    baseline: Path | None = typer.Option(
+        None,
+        "--baseline",
+        metavar="FILE",
+        help="Report only findings not recorded in FILE (--write-baseline), and how many recorded ones are gone; "
+        "the exit code counts the new ones.",
+        show_default=False,
+    ),
 ) -> None:
     """Scan a DeerFlow checkpoint database (SQLite or Postgres) for storage-shape violations.
 
@@ -66,6 +91,10 @@ def verify_shape(
     from deerflow_ckpt.commands.verify_shape import ScanRequest
 
     rules = project_options.rule_selection(ctx, "verify-shape", select, extend_select, ignore, severity)
+    if baseline is not None and write_baseline is not None:
+        raise typer.BadParameter("give --write-baseline or --baseline, not both", param_hint="--baseline")
+    # A file that is no baseline stops the run before the scan.
+    recorded = None if baseline is None else _read_baseline(baseline)
     boundary = database_options.parse_since(since)
     timeline = TimelineSettings(
         database_options.parse_duration(clock_skew, "--clock-skew"),
@@ -75,12 +104,22 @@ def verify_shape(
     selection = database_options.select(db, schema, config, cadence, immutable, deerflow_root, db_via)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
+    delivery.refuse_output_onto(
+        write_baseline, database_options.input_files(selection), "--write-baseline", "the baseline"
+    )
     info(f"ckpt: scanning {selection.choice.target.describe()} (chosen via {selection.choice.found_via})")
     if verbose:
         database_options.say_reading_path(selection.choice.target)
     request = ScanRequest(
         choice=selection.choice,
-        settings=ShapeSettings(selection.expected_cadence, max_supersteps, boundary, timeline, deep=deep),
+        settings=ShapeSettings(
+            selection.expected_cadence,
+            max_supersteps,
+            boundary,
+            timeline,
+            deep=deep,
+            allowed_types=_allowed_types(allow_types),
+        ),
         cadence_source=selection.cadence_source,
         thread_id=thread,
         rules=rules,
@@ -95,6 +134,10 @@ def verify_shape(
     )
     if verbose:
         database_options.say_processes(report.processes, report.processes_why)
+    if baseline is not None or write_baseline is not None:
+        from deerflow_ckpt.commands.verify_shape import apply_baseline
+
+        apply_baseline(report, recorded, write_baseline)
     exit_code = ci_options.findings_exit(report.count_at_or_above(fail_on) > 0, exit_zero)
     from deerflow_ckpt.report import shape_ci
 
@@ -118,6 +161,21 @@ def verify_shape(
     )
     delivery.emit_report(rendered, output_format, output, exit_code, color)
     raise typer.Exit(int(exit_code))
+
+
+def _read_baseline(path: Path) -> Baseline:
+    from deerflow_ckpt.analysis.baseline import read_baseline
+
+    return path, read_baseline(path)
+
+
+def _allowed_types(values: list[str]) -> frozenset[tuple[str, str]]:
+    from deerflow_ckpt.store.peek import parse_allowed_type
+
+    try:
+        return frozenset(parse_allowed_type(value) for value in values)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--allow-type") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -6,8 +6,10 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from deerflow_ckpt.analysis.baseline import Baseline, BaselineOutcome, baseline_entries, compare, write_baseline
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
@@ -90,6 +92,11 @@ class ScanReport(ScanTally):
 
     def mode_conflict(self) -> str | None:
         return self.mode.conflict(self.kinds)
+
+    # --allow-type: the app's own types trusted besides LangGraph's safe ones.
+    allowed_types: frozenset[tuple[str, str]] = frozenset()
+    # --baseline / --write-baseline: `findings` then holds only the new ones; this says what else was known.
+    baseline: BaselineOutcome | None = None
 
     def count_at_or_above(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity.rank >= severity.rank)
@@ -232,6 +239,7 @@ def scan(
         superstep_bound=settings.superstep_bound,
         since=settings.since,
         mode=request.mode,
+        allowed_types=settings.allowed_types,
     )
     if backend is Backend.POSTGRES:
         from deerflow_ckpt.store.postgres import PostgresCheckpointReader
@@ -263,6 +271,20 @@ def scan(
     if not request.rules.is_default:
         report.findings = request.rules.apply(report.findings)
     return report
+
+
+def apply_baseline(report: ScanReport, baseline: Baseline | None, write_to: Path | None) -> None:
+    """Keep only findings not in `baseline` (read before the scan); --write-baseline records every finding, and
+    the run then reads as one given that file (nothing new)."""
+    if write_to is not None:
+        write_baseline(write_to, report.findings)
+        report.baseline = compare(report.findings, baseline_entries(report.findings), str(write_to), written=True)
+    elif baseline is not None:
+        path, entries = baseline
+        report.baseline = compare(report.findings, entries, str(path), written=False)
+    else:
+        return
+    report.findings = report.baseline.new
 
 
 _Keyed = TypeVar("_Keyed", Epoch, Finding)

@@ -51,6 +51,8 @@ KEYS: dict[str, Key] = {
     "color": Key("color", str),
     "sqlite_base": Key("sqlite_base", str, path=True),
     "assume_set": Key("assume_set", list),
+    # The form LangGraph's allowlist takes, as --allow-type does: ["app.models:Itinerary"].
+    "allowed_types": Key("allow_types", list),
     "select": Key("select", list, merged=True),
     "extend_select": Key("extend_select", list, merged=True),
     "ignore": Key("ignore", list, merged=True),

@@ -19,7 +19,10 @@ def annotations_of(report: ScanReport) -> list[Annotation]:
 
 
 def headline(report: ScanReport) -> str:
+    outcome = report.baseline
+    known = "" if outcome is None else f" ({outcome.known} in the baseline not shown, {len(outcome.gone)} gone)"
+    new = "findings" if outcome is None else "new findings"
     return (
         f"Scanned {report.database}: {report.threads} threads, {report.checkpoints} checkpoints, "
-        f"{len(report.findings)} findings."
+        f"{len(report.findings)} {new}{known}."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deerflow_ckpt.analysis.baseline import BaselineOutcome
 from deerflow_ckpt.analysis.shape import Finding, ThreadKind
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.commands.verify_shape import ScanReport
@@ -15,7 +16,8 @@ from deerflow_ckpt.store.clock import format_time, write_time_ns
 
 # 2: settings.since/clock_skew_seconds/rolling_window_seconds and the timeline object.
 # 3: settings.deep and the proof object (null without --deep).
-JSON_SCHEMA_VERSION = 3
+# 4: settings.allowed_types and the baseline object (null without --baseline / --write-baseline).
+JSON_SCHEMA_VERSION = 4
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
@@ -54,6 +56,20 @@ def _proof_to_dict(report: ScanReport) -> dict[str, Any] | None:
     }
 
 
+def _baseline_to_dict(outcome: BaselineOutcome | None) -> dict[str, Any] | None:
+    if outcome is None:
+        return None
+    return {
+        "file": outcome.file,
+        "written": outcome.written,
+        "recorded": outcome.recorded,
+        "known": outcome.known,
+        "new": len(outcome.new),
+        "gone": len(outcome.gone),
+        "gone_findings": outcome.gone,
+    }
+
+
 def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
     by_severity = severity_counts(report.findings)
     timeline_settings = report.timeline.settings if report.timeline is not None else TimelineSettings()
@@ -78,6 +94,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "deep": report.proof is not None,
             "mode": None if report.mode.mode is None else report.mode.mode.value,
             "mode_source": report.mode.source,
+            "allowed_types": [f"{module}:{name}" for module, name in sorted(report.allowed_types)],
         },
         "timeline": timeline_to_dict(report.timeline),
         "summary": {
@@ -93,6 +110,7 @@ def to_json(report: ScanReport, fail_on: Severity, exit_code: int) -> str:
             "by_severity": by_severity,
         },
         "proof": _proof_to_dict(report),
+        "baseline": _baseline_to_dict(report.baseline),
         "findings": [finding_to_dict(finding) for finding in report.findings],
         "exit_code": exit_code,
     }

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deerflow_ckpt.analysis.baseline import BaselineOutcome
 from deerflow_ckpt.analysis.mode import all_full, full_store_line
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.verify_shape import ScanReport
@@ -69,6 +70,16 @@ def _proof_lines(report: ScanReport) -> list[str]:
     return lines
 
 
+def baseline_line(outcome: BaselineOutcome) -> str:
+    """What the baseline left out of the report: findings it records, and those it records that are gone."""
+    if outcome.written:
+        return f"baseline {outcome.file} written: {outcome.known} findings recorded (not shown)"
+    return (
+        f"baseline {outcome.file}: {outcome.known} known findings not shown, {len(outcome.new)} new, "
+        f"{len(outcome.gone)} gone (fixed, or not judged by this scan)"
+    )
+
+
 def render_text(report: ScanReport, console: Console) -> None:
     console.print(Text(printable(f"Scanned {report.database}"), style="bold"))
     console.print(Text(f"  found via {printable(report.found_via)}"))
@@ -90,9 +101,12 @@ def render_text(report: ScanReport, console: Console) -> None:
     )
     for proof_line in _proof_lines(report):
         console.print(f"  {printable(proof_line)}")
+    if report.baseline is not None:
+        console.print(Text(f"  {printable(baseline_line(report.baseline))}"))
     counts = report.rule_counts()
     if not counts:
-        console.print(Text("No storage-shape violations found.", style="green"))
+        clean = "No storage-shape violations found." if report.baseline is None else "No new storage-shape violations."
+        console.print(Text(clean, style="green"))
         return
     summary = Table(title="Findings by rule", title_justify="left", show_edge=False)
     summary.add_column("rule")

@@ -7,6 +7,7 @@ its code and the type it names; the scanner judges those names instead of trusti
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -132,6 +133,26 @@ class NamedType:
         if self.code not in _NAMED_TYPE_CODES or self.module is None or self.name is None:
             return False
         return (self.module, self.name) in SAFE_TYPES
+
+    @property
+    def allowable(self) -> tuple[str, str] | None:
+        """The (module, name) an allowlist can trust: LangGraph's allowed_msgpack_modules admits constructors
+        (codes 0-2, 4, 5) by that pair and never a method call (code 3) beyond its own safe ones."""
+        if self.code == EXT_METHOD_SINGLE_ARG or self.code not in _NAMED_TYPE_CODES:
+            return None
+        return None if self.module is None or self.name is None else (self.module, self.name)
+
+
+# --allow-type / allowed_types: "module:Name", LangGraph's allowlist entry ("module", "Name") written as one word.
+_ALLOWED_TYPE = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<name>[A-Za-z_]\w*)", re.ASCII)
+
+
+def parse_allowed_type(text: str) -> tuple[str, str]:
+    """`module:Name` as the (module, name) pair LangGraph's allowlist holds; ValueError for any other form."""
+    match = _ALLOWED_TYPE.fullmatch(text)
+    if match is None:
+        raise ValueError(f'expected module:Name (as in LangGraph\'s allowlist entry ("module", "Name")), got {text!r}')
+    return match["module"], match["name"]
 
 
 class InertDecoder:

@@ -51,6 +51,8 @@ class Problem:
 
     rule: RuleCode
     detail: str
+    # CK105 for a constructor naming one type: the (module, name) an operator may trust with --allow-type.
+    allowable: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)

@@ -60,6 +60,7 @@ def check_typed_bytes(
                     RuleCode.CK105,
                     f"{where} names {named.describe()}, which LangGraph's default loader would import and call "
                     "(its strict mode allows only its safe types)",
+                    named.allowable,
                 )
             )
         return value
@@ -185,7 +186,7 @@ def judge_in_python(
     if problems:
         # Name the write only when there is something to say: this runs once per write row.
         where = f"write {str(channel)!r} of task {task_id}"
-        record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1)) for p in problems)
+        record.problems.extend(Problem(p.rule, p.detail.replace("this write", where, 1), p.allowable) for p in problems)
     types = _named_types(value)
     flags = OVERWRITE_FLAG if OVERWRITE_TYPE in types else 0
     flags |= REMOVAL_FLAG if REMOVE_MESSAGE_TYPE in types else 0
