@@ -20,7 +20,6 @@ from typing import Any
 
 from deerflow_ckpt.analysis.shape import Finding
 from deerflow_ckpt.errors import ConfigError
-from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
 from deerflow_ckpt.rules import RuleCode
 
 BASELINE_SCHEMA_VERSION = 1
@@ -64,17 +63,8 @@ def baseline_document(findings: list[Finding]) -> bytes:
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def write_baseline(path: Path, findings: list[Finding]) -> None:
-    """Record `findings` in `path`, replaced atomically (a reader sees the old file or the new one)."""
-    write_atomically(path, baseline_document(findings))
-
-
-def read_baseline(path: Path) -> list[dict[str, Any]]:
-    """The recorded entries of a file --write-baseline wrote; ConfigError for anything else."""
-    try:
-        text = read_config_file(path)
-    except ConfigReadError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+def parse_baseline(path: Path, text: bytes) -> list[dict[str, Any]]:
+    """The recorded entries of a file --write-baseline wrote, from its bytes; ConfigError for anything else."""
     try:
         document = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -164,7 +164,7 @@ def verify_shape(
 
 
 def _read_baseline(path: Path) -> Baseline:
-    from deerflow_ckpt.analysis.baseline import read_baseline
+    from deerflow_ckpt.commands.verify_shape import read_baseline
 
     return path, read_baseline(path)
 

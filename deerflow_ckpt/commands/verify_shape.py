@@ -7,9 +7,16 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from deerflow_ckpt.analysis.baseline import Baseline, BaselineOutcome, baseline_entries, compare, write_baseline
+from deerflow_ckpt.analysis.baseline import (
+    Baseline,
+    BaselineOutcome,
+    baseline_document,
+    baseline_entries,
+    compare,
+    parse_baseline,
+)
 from deerflow_ckpt.analysis.cadence_verdicts import concurrent_classes, is_provisional, judge_in_time
 from deerflow_ckpt.analysis.counts import StoreCounts
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, FirstSink
@@ -25,7 +32,8 @@ from deerflow_ckpt.analysis.shape import (
 )
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
-from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.errors import ConfigError, StoreError
+from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
 from deerflow_ckpt.rule_selection import RuleSelection
 from deerflow_ckpt.rules import RuleCode, Severity
 from deerflow_ckpt.store.readers import LineageReader, open_reader
@@ -273,11 +281,21 @@ def scan(
     return report
 
 
+def read_baseline(path: Path) -> list[dict[str, Any]]:
+    """The recorded entries of a file --write-baseline wrote; ConfigError for anything else."""
+    try:
+        text = read_config_file(path)
+    except ConfigReadError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return parse_baseline(path, text)
+
+
 def apply_baseline(report: ScanReport, baseline: Baseline | None, write_to: Path | None) -> None:
     """Keep only findings not in `baseline` (read before the scan); --write-baseline records every finding, and
     the run then reads as one given that file (nothing new)."""
     if write_to is not None:
-        write_baseline(write_to, report.findings)
+        # Replaced atomically: a reader sees the old file or the new one.
+        write_atomically(write_to, baseline_document(report.findings))
         report.baseline = compare(report.findings, baseline_entries(report.findings), str(write_to), written=True)
     elif baseline is not None:
         path, entries = baseline
