@@ -1,6 +1,6 @@
 """The rule registry: stable codes, severities and what each finding costs an operator.
 
-This module is the one place rule codes live; reports, SARIF, the README table and tests read it.
+This module is the one place rule codes live; reports, SARIF, docs/rules.md's table and tests read it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class RuleCode(StrEnum):
 class Rule:
     code: RuleCode
     severity: Severity
-    # Short name, as in the README's rule catalogue.
+    # Short name, as in docs/rules.md's rule catalogue.
     title: str
     # What the operator loses, and what to do about it.
     impact: str

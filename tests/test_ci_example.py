@@ -1,4 +1,4 @@
-"""The README's GitHub Actions example, run step by step against the demo project.
+"""docs/ci-gate.md's GitHub Actions example, run step by step against the demo project.
 
 Every `run:` step that calls ckpt is executed with bash, as the runner does, in a directory holding the
 demo's legacy config.yaml and its SQLite database; `secrets` are replaced by the demo database.
@@ -20,11 +20,11 @@ import yaml
 from fixtures.demo import build_demo
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+PAGE = (REPO / "docs" / "ci-gate.md").read_text(encoding="utf-8")
 
 
 def workflow() -> dict[str, Any]:
-    block = README.split("### GitHub Actions", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    block = PAGE.split("\n## GitHub Actions\n", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     document: dict[str, Any] = yaml.safe_load(block)
     return document
 
@@ -58,7 +58,7 @@ def run_step(step: dict[str, Any], directory: Path, database: Path, summary: Pat
     )
 
 
-def test_the_example_runs_every_command_the_readme_documents() -> None:
+def test_the_example_runs_every_command_the_page_documents() -> None:
     commands = {shlex.split(step["run"])[1] for step in ckpt_steps()}
     assert commands == {"migrate-config", "lint-config", "verify-shape"}
     assert workflow()["jobs"]["ckpt"]["env"]["CKPT_DB"].startswith("${{ secrets.")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.rules import RULES
 
 THIS = Path(__file__).resolve()
@@ -132,5 +133,24 @@ def test_rules_page_covers_the_registry() -> None:
 
 def test_readme_links_the_docs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for page in ("architecture.md", "storage-model.md", "rules.md"):
-        assert f"(docs/{page})" in readme, page
+    for page in sorted(DOCS.glob("*.md")):
+        assert f"(docs/{page.name})" in readme, page.name
+
+
+RULE_ROW = re.compile(r"^\| `(CK\d{3})` \| (\w+) \| ([^|]+) \| ([^|]+) \|$", re.M)
+
+
+def test_rule_catalogue_matches_the_registry() -> None:
+    page = (DOCS / "rules.md").read_text(encoding="utf-8")
+    catalogue = page.split("\n## Rule catalogue\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        code: (severity, title.strip(), impact.strip()) for code, severity, title, impact in RULE_ROW.findall(catalogue)
+    }
+    assert rows == {rule.code: (rule.severity.value, rule.title, rule.impact) for rule in RULES.values()}
+
+
+def test_exit_code_table_lists_every_code() -> None:
+    page = (DOCS / "commands.md").read_text(encoding="utf-8")
+    table = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    for code in ExitCode:
+        assert f"| {int(code)} |" in table

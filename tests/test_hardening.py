@@ -1,4 +1,5 @@
-"""What attacking ckpt found, each point tested the way the attack was made (README, "Security model and limits")."""
+"""What attacking ckpt found, each point tested the way the attack was made (docs/security.md, "Security model
+and limits")."""
 
 from __future__ import annotations
 

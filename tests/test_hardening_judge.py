@@ -1,5 +1,5 @@
 """What attacking the inert judge found: one judge for every payload type, and memory for one huge value
-(README, "Security model and limits").
+(docs/security.md, "Security model and limits").
 
 Each attack is made as it was: rows crafted by SQL in copies of databases the real graphs wrote (a SQLite
 file, a Postgres database made from the built one), scanned on the compiled path and on the Python path

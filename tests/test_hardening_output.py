@@ -1,4 +1,4 @@
-"""Output that drives other programs (README, "Security model and limits"): CSV cells a spreadsheet would
+"""Output that drives other programs (docs/security.md, "Security model and limits"): CSV cells a spreadsheet would
 run, a newline in a path that a CI log reads as a workflow command, and `-o` onto a pipe, a device or a
 socket. Each attack is rebuilt as it was made: crafted rows by SQL on both backends, hostile names as real
 paths, real FIFOs, devices, sockets and pipes."""

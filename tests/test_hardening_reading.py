@@ -1,5 +1,5 @@
 """What attacking ckpt's readers found (Hardening II): a crafted row or value, each tested the way the attack
-was made (README, "Security model and limits").
+was made (docs/security.md, "Security model and limits").
 
 3: one thread id stored as TEXT that is not UTF-8 (`CAST(x'..' AS TEXT)`, or any sqlite3 client's bind) made
 verify-shape, inspect summary, inspect thread and plan retention exit 2, every other thread's findings unseen.

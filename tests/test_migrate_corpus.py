@@ -1,9 +1,9 @@
 """Every case under fixtures/configs/ through migrate_config_bytes and through the CLI, exact bytes.
 
 Each case directory holds `input.yaml`, `case.json` (expected status and diagnostics) and, for cases that
-migrate, `expected.yaml`, written by hand from the README ("`ckpt migrate-config`") and docs/architecture.md
-("migrate-config: the minimal edit"), never copied from the tool's output. Refusals, failures and no-ops
-have no expected.yaml: their output is the input.
+migrate, `expected.yaml`, written by hand from docs/commands.md ("`ckpt migrate-config [PATH]...`") and
+docs/architecture.md ("migrate-config: the minimal edit"), never copied from the tool's output. Refusals,
+failures and no-ops have no expected.yaml: their output is the input.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
-"""The README documents what the code does: its rule table is the registry, its quick start runs."""
+"""The README is the front door: its quick start runs, its samples are marked where they are cut. The
+references moved to docs/ (tests/test_docs.py holds them)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from deerflow_ckpt.exitcodes import ExitCode
-from deerflow_ckpt.rules import RULES
+import pytest
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-ROW = re.compile(r"^\| `(CK\d{3})` \| (\w+) \| ([^|]+) \| ([^|]+) \|$", re.M)
-
-
-def test_rule_table_matches_the_registry() -> None:
-    rows = {code: (severity, title.strip(), impact.strip()) for code, severity, title, impact in ROW.findall(README)}
-    assert rows == {rule.code: (rule.severity.value, rule.title, rule.impact) for rule in RULES.values()}
-
-
-def test_exit_code_table_lists_every_code() -> None:
-    for code in ExitCode:
-        assert f"| {int(code)} |" in README
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+# Pages with sample outputs besides the README: every one is held to the same marking of cuts.
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def test_quick_start_is_two_commands() -> None:
@@ -53,12 +45,21 @@ def unmarked_cuts(text: str) -> list[str]:
     return [line for lines in samples for line in lines if cut.search(line) and not line.rstrip().endswith("…]")]
 
 
-def test_sample_outputs_mark_every_cut() -> None:
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
+def test_sample_outputs_mark_every_cut(page: Path) -> None:
     """A cut in a sample output is written as `[… what was left out …]`, never as a bare `…`."""
-    assert any(language == "" for language, _ in fenced_blocks(README))
     assert unmarked_cuts("```\nfirst line\n…\n```\n") == ["…"]
     assert unmarked_cuts("```\nfirst line; …\n[… 3 more lines …]\n```\n") == ["first line; …"]
-    assert not unmarked_cuts(README)
+    assert not unmarked_cuts(page.read_text(encoding="utf-8"))
+
+
+def test_the_samples_are_still_there() -> None:
+    """The README keeps the quick start's sample; the command reference keeps the ones that moved there."""
+    assert any(language == "" for language, _ in fenced_blocks(README))
+    commands = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    samples = [lines[0] for language, lines in fenced_blocks(commands) if language == "" and lines]
+    for command in ("$ ckpt inspect storage", "$ ckpt plan retention", "$ ckpt convert"):
+        assert any(first.startswith(command) for first in samples), command
 
 
 def test_quick_start_says_how_to_run_ckpt_yourself() -> None:

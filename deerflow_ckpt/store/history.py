@@ -34,7 +34,7 @@ from deerflow_ckpt.store.sqlite_text import key_in, text_parameter
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 
 # The largest stored value (a checkpoint row, a write, a blob) the proof reads; a larger one is left in the
-# database, its size said, and what it holds is unprovable (README, "Security model and limits"). Under it,
+# database, its size said, and what it holds is unprovable (docs/security.md, "Security model and limits"). Under it,
 # a value is held about three times at most (SQLite's or libpq's copy, the driver's row, a stored list or a
 # message new to the lineage taken from it), so one value never costs the proof much more than 192 MiB.
 VALUE_LIMIT = 64 << 20

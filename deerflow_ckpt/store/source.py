@@ -32,7 +32,7 @@ class SqliteTarget:
 
 @dataclass(frozen=True)
 class PostgresTimeouts:
-    """How long a Postgres scan waits, in seconds (docs in the README's security section)."""
+    """How long a Postgres scan waits, in seconds (docs/security.md, "Security model and limits")."""
 
     # Each host's connection attempt (libpq's connect_timeout).
     connect: int = 10
