@@ -154,3 +154,24 @@ def test_exit_code_table_lists_every_code() -> None:
     table = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
     for code in ExitCode:
         assert f"| {int(code)} |" in table
+
+
+def _slug(title: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+LINK = re.compile(r"\]\(([\w./-]*\.md)?#([\w-]+)\)")
+
+
+@pytest.mark.parametrize("path", [REPO / "README.md", *sorted(DOCS.glob("*.md"))], ids=_relative)
+def test_every_anchor_link_names_a_heading(path: Path) -> None:
+    """A link to `page.md#anchor` (or `#anchor` in the same page) lands on a heading that is there."""
+    problems = []
+    for name, anchor in LINK.findall(path.read_text(encoding="utf-8")):
+        target = (path.parent / name) if name else path
+        if not target.is_file():
+            problems.append(f"{name}: no such page")
+        elif anchor not in {_slug(title) for title in HEADING.findall(target.read_text(encoding="utf-8"))}:
+            problems.append(f"{name or path.name}#{anchor}: no such heading")
+    assert not problems, f"{_relative(path)}: " + "; ".join(problems)

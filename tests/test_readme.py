@@ -1,17 +1,27 @@
-"""The README is the front door: its quick start runs, its samples are marked where they are cut. The
-references moved to docs/ (tests/test_docs.py holds them)."""
+"""The README is the front door: short, its quick start runs, its samples are marked where they are cut, and
+each of its examples runs on the demo project. The references moved to docs/ (tests/test_docs.py holds them)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
+
+from fixtures.demo import build_demo
+from tests.cli import run_ckpt
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 # Pages with sample outputs besides the README: every one is held to the same marking of cuts.
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# The front door stays short: what ckpt is, install, the quick start, an example per command, links.
+MAX_LINES = 250
+
+
+def test_readme_stays_short() -> None:
+    assert len(README.splitlines()) <= MAX_LINES, "move reference text into docs/ and link it from the README"
 
 
 def test_quick_start_is_two_commands() -> None:
@@ -65,3 +75,29 @@ def test_the_samples_are_still_there() -> None:
 def test_quick_start_says_how_to_run_ckpt_yourself() -> None:
     after = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert ".venv/bin/ckpt" in after and ".venv/bin/activate" in after
+
+
+def examples() -> list[list[str]]:
+    """The README's one example per command, as arguments to ckpt."""
+    block = README.split("## One example per command", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("  #", 1)[0])[1:] for line in block.strip().splitlines()]
+
+
+def test_there_is_an_example_for_every_command() -> None:
+    """Every command with a man page (`ckpt-inspect-thread.1`: `inspect thread`) is shown in the README."""
+    quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    shown = [shlex.split(line)[2:] for line in quick_start.splitlines() if line.startswith("$ ckpt ")]
+    groups = ("inspect", "plan")  # commands with subcommands
+    named = {"-".join(arguments[:2]) if arguments[0] in groups else arguments[0] for arguments in examples() + shown}
+    assert named == {page.stem.removeprefix("ckpt-") for page in (REPO / "man").glob("ckpt-*.1")}
+
+
+@pytest.mark.slow
+def test_every_example_runs_on_the_demo(tmp_path: Path) -> None:
+    """Run from the demo project, as the README says; each example does its job (exit 0, or 1 for findings)."""
+    build_demo(tmp_path)
+    for arguments in examples():
+        result = run_ckpt(*arguments, cwd=tmp_path)
+        assert result.exit_code in (0, 1), (arguments, result.output)
+        assert "Traceback" not in result.output and "error:" not in result.stderr, (arguments, result.stderr)
+    assert (tmp_path / "plan.sql").stat().st_size > 0 and (tmp_path / "converted.db").stat().st_size > 0
