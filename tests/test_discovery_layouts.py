@@ -211,3 +211,67 @@ def test_a_dotenv_with_a_bom_does_not_set_its_first_name(tmp_path: Path) -> None
     (root / ".env").write_text("SNAP=250\nMODE=delta\n")
     code, out, err = run_ckpt("lint-config", cwd=root)
     assert code == 0 and "supplies $MODE, $SNAP" in err and "byte-order" not in err, (out, err)
+
+
+# -- the legacy checkpointer's files, named by inspect storage -------------------------------------------------
+
+
+def deerflow_home(cwd: Path, env: dict[str, str]) -> Path:
+    """config/runtime_paths.py:19-23 runtime_home(): $DEER_FLOW_HOME resolved, else <project root>/.deer-flow."""
+    home = env.get("DEER_FLOW_HOME")
+    return (cwd / home).resolve() if home else deerflow_project_root(cwd, env) / ".deer-flow"
+
+
+def deerflow_legacy_checkpointer_file(cwd: Path, env: dict[str, str], connection_string: str | None) -> Path:
+    """runtime/checkpointer/provider.py:124 (and async_provider.py:123, runtime/store/provider.py:119):
+    `config.connection_string or "store.db"`, through runtime/store/_sqlite_utils.py:10-19 to
+    config/paths.py:471-480 resolve_path(): a relative path is under the home (Paths.base_dir, :153-161)."""
+    path = Path(connection_string or "store.db")
+    return path if path.is_absolute() else (deerflow_home(cwd, env) / path).resolve()
+
+
+def legacy_files(cwd: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    code, out, err = run_ckpt("inspect", "storage", "--format", "json", "--no-channels", *args, cwd=cwd, env=env or {})
+    assert code == 0, err
+    return [entry["path"] for entry in json.loads(out)["legacy_files"]]
+
+
+def test_the_legacy_checkpointer_files_named_are_where_deerflow_writes_them(
+    tmp_path: Path, checkpoint_db: Path
+) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    gateway_dir, gateway_env = make_dev(root, {})
+    place_db(checkpoint_db, deerflow_sqlite_path(gateway_dir, ".deer-flow/data"))
+    # A `checkpointer: {type: sqlite}` without connection_string, once, under make dev: its file is the
+    # home's store.db, one level above the data directory, not beside deerflow.db.
+    store = place_db(checkpoint_db, deerflow_legacy_checkpointer_file(gateway_dir, gateway_env, None))
+    assert store == root / "backend" / ".deer-flow" / "store.db"
+    beside = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "store.db")
+    assert legacy_files(root / "backend") == [str(store)]
+    # config.example.yaml's commented example names checkpoints.db: a config that still carries it has
+    # DeerFlow write its checkpoints there (the file chosen), and the one inspected with --db names it.
+    (root / "config.yaml").write_text(
+        "database:\n  backend: sqlite\ncheckpointer:\n  type: sqlite\n  connection_string: checkpoints.db\n"
+    )
+    named = deerflow_legacy_checkpointer_file(gateway_dir, gateway_env, "checkpoints.db")
+    place_db(checkpoint_db, named)
+    database = root / "backend" / ".deer-flow" / "data" / "deerflow.db"
+    assert legacy_files(root / "backend", "--db", str(database)) == [str(named), str(store)]
+    # The chosen file is the config's own: only the default's file is another one.
+    assert legacy_files(root / "backend") == [str(store)]
+    assert str(beside) not in legacy_files(root / "backend", "--db", str(database))
+
+
+def test_a_copied_deerflow_home_names_its_store_db(tmp_path: Path, checkpoint_db: Path) -> None:
+    # A process started in `copy` with no variables: database.sqlite_dir's default puts deerflow.db in
+    # copy/.deer-flow/data, the legacy default store.db in its home copy/.deer-flow.
+    copy = tmp_path / "copy"
+    database = place_db(checkpoint_db, deerflow_sqlite_path(copy, ".deer-flow/data"))
+    store = place_db(checkpoint_db, deerflow_legacy_checkpointer_file(copy, {}, None))
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    assert legacy_files(elsewhere, "--db", str(database)) == [str(store)]
+    # A file not under a sqlite_dir of DeerFlow's has no home of DeerFlow's beside it.
+    loose = place_db(checkpoint_db, tmp_path / "loose" / "deerflow.db")
+    place_db(checkpoint_db, loose.with_name("store.db"))
+    assert legacy_files(elsewhere, "--db", str(loose)) == []

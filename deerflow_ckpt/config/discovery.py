@@ -521,6 +521,53 @@ def database_location(
     raise ConfigError(f"{via} selects backend {settings.backend!r}: nothing is stored on disk")
 
 
+def legacy_checkpointer_files(
+    settings: DatabaseSettings | None,
+    config_path: Path | None,
+    environment: DeerFlowEnvironment,
+    cwd: Path,
+    chosen: Path,
+) -> list[Path]:
+    """The files a legacy `checkpointer:` section of type sqlite writes, other than `chosen`: the config's
+    connection_string when it has such a section, and DeerFlow's default (CHECKPOINTER_SQLITE_DEFAULT, what a
+    section without one, current or past, writes), each under DeerFlow's home (resolve_path, paths.py:471-480)
+    for every launch `_launches` models, and under the home of the process that wrote `chosen` when `chosen`
+    is database.sqlite_dir's file (a process in P writes P/<sqlite_dir>/deerflow.db; its home, with no
+    $DEER_FLOW_HOME or $DEER_FLOW_PROJECT_ROOT, is P/.deer-flow)."""
+    from deerflow_ckpt.config.database import NotAString
+
+    connections: list[str | None] = [None]
+    override = settings.checkpointer if settings is not None else None
+    if override is not None and override.kind == "sqlite" and not isinstance(override.connection_string, NotAString):
+        connections.insert(0, override.connection_string)
+    sqlite_dir = settings.sqlite_dir if settings is not None else None
+    writer_home = _writer_home(chosen, sqlite_dir or ".deer-flow/data")
+    found: list[Path] = []
+    for connection in dict.fromkeys(connection or CHECKPOINTER_SQLITE_DEFAULT for connection in connections):
+        files, _ = _candidates(
+            _FileFor(connection=connection), _container_checkpointer_file(connection), environment, cwd, config_path
+        )
+        found += files
+        if writer_home is not None and connection != ":memory:" and not connection.startswith("file:"):
+            found.append(resolved(writer_home / connection))
+    chosen = resolved(chosen)
+    return [path for path in dict.fromkeys(found) if path != chosen]
+
+
+def _writer_home(chosen: Path, sqlite_dir: str) -> Path | None:
+    """The home (P/.deer-flow) of the process P whose database.sqlite_dir file `chosen` is, or None when
+    `chosen` is not `<sqlite_dir>/deerflow.db` under some directory (or sqlite_dir is absolute)."""
+    parts = Path(posixpath.normpath(sqlite_dir)).parts
+    if Path(sqlite_dir).is_absolute() or ".." in parts or chosen.name != SQLITE_FILE_NAME:
+        return None
+    directory = resolved(chosen).parent
+    if parts == (".",):
+        return directory / ".deer-flow"
+    if directory.parts[-len(parts) :] != parts or len(directory.parts) <= len(parts):
+        return None
+    return directory.parents[len(parts) - 1] / ".deer-flow"
+
+
 def default_sqlite_location(sqlite_dir: str, environment: DeerFlowEnvironment, cwd: Path) -> SqliteLocation:
     """No config: DeerFlow's default `sqlite_dir` for each launch (a process here, make dev's gateway, docker
     compose's mount), and the working directory's backend/ as a guess."""
