@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.cli.console import message
+from deerflow_ckpt.cli.console import info, message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment, say_passed_over
 from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS
 from deerflow_ckpt.config.discovery import DeerFlowEnvironment, discover, passed_over
@@ -202,6 +202,9 @@ def select(
     environment = deerflow_environment(deerflow_root, config)
     found = discover(db is not None, config, environment, Path.cwd(), FILE_DATABASE_DEFAULTS["sqlite_dir"])
     if found.config is not None:
+        if found.config.relative:
+            # Which directory a relative variable was resolved against decides the config: say it.
+            info(f"ckpt: config {found.config.path} (found via {found.config.found_via})")
         say_passed_over(found.config)
     if schema and db is None:
         raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
