@@ -68,6 +68,7 @@ OUTSIDE_VARIABLES = frozenset(
         # `$VAR`s the configs read.
         *("DATABASE_URL", "SNAP", "SNAPSHOT_FREQ", "SNAPSHOT_FREQUENCY", "SECRET_TOKEN", "MODE", "LEGACY", "DELTA"),
         *("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "VOLCENGINE_API_KEY", "VAR", "URL", "EMPTY", "MISSING"),
+        *("PROVIDER_KEY", "UNSET_PROVIDER_KEY"),
         *("A", "B", "C", "D", "K", "T"),
     }
 )

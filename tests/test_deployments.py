@@ -420,7 +420,11 @@ def test_lint_reads_the_config_block_at_the_outer_files_lines() -> None:
 def test_migrate_edits_the_block_in_place_keeping_its_indentation(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     shutil.copyfile(HELM / "values.yaml", values)
-    code, _, err = run_ckpt("migrate-config", str(values))
+    # Without $DATABASE_URL (the pod gets it from the postgres Secret) DeerFlow refuses the block before its
+    # shim logs: a note at the variable's outer line says so, and the key still moves.
+    code, _, err = run_ckpt("migrate-config", "--check", str(values))
+    assert code == 1 and "values.yaml:20: note: DeerFlow logs no warning" in err and "warning:" not in err, err
+    code, _, err = run_ckpt("migrate-config", str(values), env={"DATABASE_URL": "postgresql://db/df"})
     assert code == 0, err
     assert "values.yaml:22: warning: database.checkpoint_delta_snapshot_frequency is deprecated" in err
     assert values.read_bytes() == (HELM / "expected.yaml").read_bytes()

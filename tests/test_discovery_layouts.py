@@ -211,3 +211,153 @@ def test_a_dotenv_with_a_bom_does_not_set_its_first_name(tmp_path: Path) -> None
     (root / ".env").write_text("SNAP=250\nMODE=delta\n")
     code, out, err = run_ckpt("lint-config", cwd=root)
     assert code == 0 and "supplies $MODE, $SNAP" in err and "byte-order" not in err, (out, err)
+
+
+# -- the legacy checkpointer's files, named by inspect storage -------------------------------------------------
+
+
+def deerflow_home(cwd: Path, env: dict[str, str]) -> Path:
+    """config/runtime_paths.py:19-23 runtime_home(): $DEER_FLOW_HOME resolved, else <project root>/.deer-flow."""
+    home = env.get("DEER_FLOW_HOME")
+    return (cwd / home).resolve() if home else deerflow_project_root(cwd, env) / ".deer-flow"
+
+
+def deerflow_legacy_checkpointer_file(cwd: Path, env: dict[str, str], connection_string: str | None) -> Path:
+    """runtime/checkpointer/provider.py:124 (and async_provider.py:123, runtime/store/provider.py:119):
+    `config.connection_string or "store.db"`, through runtime/store/_sqlite_utils.py:10-19 to
+    config/paths.py:471-480 resolve_path(): a relative path is under the home (Paths.base_dir, :153-161)."""
+    path = Path(connection_string or "store.db")
+    return path if path.is_absolute() else (deerflow_home(cwd, env) / path).resolve()
+
+
+def legacy_files(cwd: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    code, out, err = run_ckpt("inspect", "storage", "--format", "json", "--no-channels", *args, cwd=cwd, env=env or {})
+    assert code == 0, err
+    return [entry["path"] for entry in json.loads(out)["legacy_files"]]
+
+
+def test_the_legacy_checkpointer_files_named_are_where_deerflow_writes_them(
+    tmp_path: Path, checkpoint_db: Path
+) -> None:
+    root = checkout(tmp_path / "deer-flow")
+    gateway_dir, gateway_env = make_dev(root, {})
+    place_db(checkpoint_db, deerflow_sqlite_path(gateway_dir, ".deer-flow/data"))
+    # A `checkpointer: {type: sqlite}` without connection_string, once, under make dev: its file is the
+    # home's store.db, one level above the data directory, not beside deerflow.db.
+    store = place_db(checkpoint_db, deerflow_legacy_checkpointer_file(gateway_dir, gateway_env, None))
+    assert store == root / "backend" / ".deer-flow" / "store.db"
+    beside = place_db(checkpoint_db, root / "backend" / ".deer-flow" / "data" / "store.db")
+    assert legacy_files(root / "backend") == [str(store)]
+    # config.example.yaml's commented example names checkpoints.db: a config that still carries it has
+    # DeerFlow write its checkpoints there (the file chosen), and the one inspected with --db names it.
+    (root / "config.yaml").write_text(
+        "database:\n  backend: sqlite\ncheckpointer:\n  type: sqlite\n  connection_string: checkpoints.db\n"
+    )
+    named = deerflow_legacy_checkpointer_file(gateway_dir, gateway_env, "checkpoints.db")
+    place_db(checkpoint_db, named)
+    database = root / "backend" / ".deer-flow" / "data" / "deerflow.db"
+    assert legacy_files(root / "backend", "--db", str(database)) == [str(named), str(store)]
+    # The chosen file is the config's own: only the default's file is another one.
+    assert legacy_files(root / "backend") == [str(store)]
+    assert str(beside) not in legacy_files(root / "backend", "--db", str(database))
+
+
+def test_a_copied_deerflow_home_names_its_store_db(tmp_path: Path, checkpoint_db: Path) -> None:
+    # A process started in `copy` with no variables: database.sqlite_dir's default puts deerflow.db in
+    # copy/.deer-flow/data, the legacy default store.db in its home copy/.deer-flow.
+    copy = tmp_path / "copy"
+    database = place_db(checkpoint_db, deerflow_sqlite_path(copy, ".deer-flow/data"))
+    store = place_db(checkpoint_db, deerflow_legacy_checkpointer_file(copy, {}, None))
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    assert legacy_files(elsewhere, "--db", str(database)) == [str(store)]
+    # A file not under a sqlite_dir of DeerFlow's has no home of DeerFlow's beside it.
+    loose = place_db(checkpoint_db, tmp_path / "loose" / "deerflow.db")
+    place_db(checkpoint_db, loose.with_name("store.db"))
+    assert legacy_files(elsewhere, "--db", str(loose)) == []
+
+
+# -- relative DEER_FLOW_CONFIG_PATH and DEER_FLOW_PROJECT_ROOT: against the process's working directory ----------
+
+
+def settings_of(document: dict[str, object]) -> dict[str, object]:
+    settings = document["settings"]
+    assert isinstance(settings, dict)
+    return settings
+
+
+def test_a_relative_config_path_is_resolved_where_each_launch_runs(tmp_path: Path, checkpoint_db: Path) -> None:
+    # app_config.py:378-382 takes `Path(os.getenv("DEER_FLOW_CONFIG_PATH"))` as it is: relative, it names a
+    # file under the process's working directory, ckpt's no more than any other. `../config.yaml` is what a
+    # make dev user writes for the gateway, which runs in backend/.
+    root = checkout(tmp_path / "deer-flow", cadence=100)
+    env = {"DEER_FLOW_CONFIG_PATH": "../config.yaml"}
+    gateway_dir, gateway_env = make_dev(root, env)
+    place_db(checkpoint_db, deerflow_sqlite_path(gateway_dir, ".deer-flow/data"))
+    assert deerflow_config_path(gateway_dir, gateway_env, root).resolve() == root / "config.yaml"  # type: ignore[union-attr]
+    # Started in the root, DeerFlow looks for tmp_path/config.yaml: nothing there, so ckpt takes make dev's
+    # and says against which directory it resolved the variable.
+    assert not deerflow_config_path(root, env, root).exists()  # type: ignore[union-attr]
+    for cwd in (root, root / "backend"):
+        document, err = scan(cwd, env)
+        assert settings_of(document)["expected_cadence"] == 100, (cwd, err)
+        assert str(settings_of(document)["cadence_source"]).startswith(f"{root / 'config.yaml'}, ")
+        assert (
+            "'../config.yaml' is relative, and DeerFlow resolves it against its working directory: resolved against "
+            f"{root / 'backend'}" in err
+        ), err
+    # A file where a process started in the root would look: that launch's, the first, wins; make dev's
+    # is named as passed over.
+    beside = tmp_path / "config.yaml"
+    beside.write_text("database:\n  backend: sqlite\n  checkpoint_delta:\n    snapshot_frequency: 7\n")
+    assert deerflow_config_path(root, env, root).resolve() == beside  # type: ignore[union-attr]
+    document, err = scan(root, env)
+    assert settings_of(document)["expected_cadence"] == 7
+    assert f"resolved against {root}, for a DeerFlow process started in the working directory" in err, err
+    assert f"warning: {root / 'config.yaml'} also exists" in err and "make dev / make start's gateway" in err, err
+    # Nowhere: DeerFlow's error, with every directory tried and whose it is.
+    code, _, err = run_ckpt("lint-config", cwd=root, env={"DEER_FLOW_CONFIG_PATH": "conf/missing.yaml"})
+    assert code == 2 and "not found at conf/missing.yaml" in err, err
+    for tried in (root, root / "backend", root / "docker"):
+        assert str(tried / "conf" / "missing.yaml") in err, err
+
+
+def test_a_relative_project_root_is_resolved_where_each_launch_runs(tmp_path: Path, checkpoint_db: Path) -> None:
+    # runtime_paths.py:9-10: `Path(os.getenv("DEER_FLOW_PROJECT_ROOT")).resolve()`, against the process's
+    # working directory; serve.sh:315-316 exports a value already set unchanged, so make dev's gateway
+    # (backend/) resolves `../deploy` to the checkout's deploy/.
+    root = checkout(tmp_path / "deer-flow", cadence=100)
+    deploy = root / "deploy"
+    deploy.mkdir()
+    (deploy / "config.yaml").write_text(
+        "database:\n  backend: sqlite\n  checkpoint_delta:\n    snapshot_frequency: 42\n"
+    )
+    env = {"DEER_FLOW_PROJECT_ROOT": "../deploy"}
+    gateway_dir, gateway_env = make_dev(root, env)
+    place_db(checkpoint_db, deerflow_sqlite_path(gateway_dir, ".deer-flow/data"))
+    assert deerflow_project_root(gateway_dir, gateway_env) == deploy
+    assert deerflow_config_path(gateway_dir, gateway_env, root) == deploy / "config.yaml"
+    assert not deerflow_project_root(root, env).exists()  # started in the root, DeerFlow fails
+    for cwd in (root, root / "backend"):
+        document, err = scan(cwd, env)
+        assert settings_of(document)["expected_cadence"] == 42, (cwd, err)
+        assert (
+            "'../deploy' is relative, and DeerFlow resolves it against its working directory: resolved against "
+            f"{root / 'backend'}" in err
+        ), err
+    # `..`: a directory from anywhere. Started in the root DeerFlow's root is tmp_path, which holds no
+    # config.yaml (its legacy places come next: backend/config.yaml); make dev's is the checkout, which does.
+    backend_config = root / "backend" / "config.yaml"
+    backend_config.write_text("database:\n  backend: sqlite\n  checkpoint_delta:\n    snapshot_frequency: 7\n")
+    env = {"DEER_FLOW_PROJECT_ROOT": ".."}
+    gateway_dir, gateway_env = make_dev(root, env)
+    assert deerflow_config_path(gateway_dir, gateway_env, root) == root / "config.yaml"
+    assert deerflow_config_path(root, env, root) == backend_config
+    document, err = scan(root, env)
+    assert settings_of(document)["expected_cadence"] == 100, err
+    assert f"resolved against {root / 'backend'}, for make dev / make start's gateway" in err, err
+    assert f"warning: {backend_config} also exists" in err, err
+    # Nowhere a directory: DeerFlow's error for a process started here, and where make dev's would look.
+    code, _, err = run_ckpt("lint-config", cwd=root, env={"DEER_FLOW_PROJECT_ROOT": "missing"})
+    assert code == 2 and f"the resolved path '{root / 'missing'}' does not exist" in err, err
+    assert f"no directory at {root / 'backend' / 'missing'} (make dev / make start's gateway" in err, err

@@ -1,6 +1,6 @@
 """`ckpt inspect storage` end to end, on the storage scenario written by real graphs (both backends): text,
 json and csv tell the same story, the app's orphan threads and the large base64 values are named, the
-compaction advice follows the file, and a legacy checkpointer file beside the database is named."""
+compaction advice follows the file, and a legacy checkpointer file in the database's home is named."""
 
 from __future__ import annotations
 
@@ -155,12 +155,15 @@ def test_text_shows_the_vacuum_and_table_figures(built_storage: Callable[[str], 
 
 
 @pytest.mark.slow
-def test_a_legacy_checkpointer_file_beside_the_database_is_named(built_storage: Callable[[str], Any],
-                                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_a_legacy_checkpointer_file_in_the_databases_home_is_named(built_storage: Callable[[str], Any],
+                                                                    tmp_path: Path) -> None:  # fmt: skip
     built = built_storage("sqlite")
-    database = tmp_path / "deerflow.db"
+    # DeerFlow's layout: database.sqlite_dir's default `.deer-flow/data`, the legacy checkpointer's default
+    # store.db in the home above it (tests/test_discovery_layouts.py restates the rules).
+    database = tmp_path / ".deer-flow" / "data" / "deerflow.db"
+    database.parent.mkdir(parents=True)
     shutil.copy(built.db, database)
-    legacy = tmp_path / "store.db"
+    legacy = tmp_path / ".deer-flow" / "store.db"
     legacy.write_bytes(b"\0" * 12345)
     document = _json("--db", str(database))
     assert document["legacy_files"] == [

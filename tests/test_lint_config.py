@@ -247,6 +247,39 @@ def test_an_unset_legacy_variable_gets_no_deerflow_warning_in_any_branch() -> No
         assert "Environment variable MISSING not found" in only(findings, "CK500", 2).message
 
 
+def test_any_unset_variable_in_the_file_means_no_deerflow_warning(tmp_path: Path) -> None:
+    # DeerFlow's AppConfig.from_file (bytedance/deer-flow f1f4af99, backend/packages/harness/deerflow/config/
+    # app_config.py:405-431) runs resolve_env_variables (:545-567) over the whole file at :412, raising at the
+    # first unset `$VAR` wherever it is, and only then model_validate (:431), where DatabaseConfig's shim logs.
+    # So a model's unset key silences the legacy-key warning as much as the legacy key's own variable does.
+    carried = (
+        "models:\n  - name: gpt-4\n    api_key: $PROVIDER_KEY\n"
+        "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 1000\n"
+    )
+    nested = carried + "  checkpoint_delta: {snapshot_frequency: 1000}\n"
+    for text, code, warning in (
+        (carried, "CK501", messages.carried_forward(1000)),
+        (nested, "CK501", messages.BOTH_KEYS_SET),
+    ):
+        unset = lint_config_bytes(text.encode(), {}, REPO).findings
+        assert only(unset, code, 6).deerflow_warning is None, unset
+        assert "Environment variable PROVIDER_KEY not found" in only(unset, "CK500", 3).message
+        # Set where DeerFlow runs (here, or assumed with --assume-set): it loads, and its shim logs.
+        assert (
+            only(lint_config_bytes(text.encode(), {"PROVIDER_KEY": "sk"}, REPO).findings, code, 6).deerflow_warning
+            == warning
+        )
+        assumed = lint_config_bytes(text.encode(), {}, REPO, frozenset({"PROVIDER_KEY"})).findings
+        assert only(assumed, code, 6).deerflow_warning == warning
+    # Through the CLI: no "DeerFlow logs:" line while $PROVIDER_KEY is unset.
+    config = tmp_path / "config.yaml"
+    config.write_text(carried)
+    result = ckpt("--color", "never", str(config))
+    assert "DeerFlow logs:" not in result.stdout and "PROVIDER_KEY not found" in result.stdout, result.output
+    result = ckpt("--color", "never", str(config), env={"PROVIDER_KEY": "sk"})
+    assert f"    DeerFlow logs: {messages.carried_forward(1000)}\n" in result.stdout, result.output
+
+
 def test_lost_legacy_cadence_names_both_values() -> None:
     message = only(lint(FIXTURES / "legacy_lost_to_upgrade.yaml").findings, "CK502", 8).message
     assert "checkpoint_delta_snapshot_frequency is 1000" in message

@@ -30,6 +30,15 @@ SEED = Path(__file__).resolve().parents[1] / "docs" / "deerflow-config.md"
 FLAT = "checkpoint_delta_snapshot_frequency"
 BOM = b"\xef\xbb\xbf"
 STATUSES = {status.value for status in MigrationStatus}
+# DeerFlow's environment: the variables the corpus's DeerFlow-style files reference are set there, as they must
+# be for DeerFlow to load them at all (an unset one anywhere fails the load before the legacy-key shim logs:
+# tests/test_lint_config.py). $SNAPSHOT_FREQ stays unset: the env_var case is about that.
+ENVIRON = {
+    "DATABASE_URL": "postgresql://deerflow@db.internal/deerflow",
+    "OPENAI_API_KEY": "sk-test",
+    "DEEPSEEK_API_KEY": "sk-test",
+    "VOLCENGINE_API_KEY": "test",
+}
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,7 @@ def _check_diagnostics(case: Case, diagnostics: tuple[Diagnostic, ...]) -> None:
 
 @by_name(CASES)
 def test_migrate_config_bytes(case: Case) -> None:
-    result = migrate_config_bytes(case.input)
+    result = migrate_config_bytes(case.input, ENVIRON)
     assert result.status is case.status, [d.message for d in result.diagnostics]
     assert result.migrated == case.output
     assert result.changed == (case.expected is not None)
@@ -232,7 +241,7 @@ def _assert_deerflow_warning_printed(case: Case, stderr: str) -> None:
 @by_name(CASES)
 def test_cli_in_place(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
-    result = run_ckpt("migrate-config", str(path))
+    result = run_ckpt("migrate-config", str(path), env=ENVIRON)
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.output
     assert result.stdout_bytes == b""
@@ -246,7 +255,7 @@ def test_cli_in_place(case: Case, tmp_path: Path) -> None:
 @by_name(CASES)
 def test_cli_stdout(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
-    result = run_ckpt("migrate-config", "--stdout", str(path))
+    result = run_ckpt("migrate-config", "--stdout", str(path), env=ENVIRON)
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.input
     if case.status in (MigrationStatus.MIGRATED, MigrationStatus.UNCHANGED):
@@ -259,7 +268,7 @@ def test_cli_stdout(case: Case, tmp_path: Path) -> None:
 
 @by_name(CASES)
 def test_cli_stdin(case: Case) -> None:
-    result = run_ckpt("migrate-config", "-", input=case.input)
+    result = run_ckpt("migrate-config", "-", input=case.input, env=ENVIRON)
     assert result.exit_code == WRITE_EXIT[case.status], result.stderr
     if case.status in (MigrationStatus.MIGRATED, MigrationStatus.UNCHANGED):
         assert result.stdout_bytes == case.output
@@ -273,7 +282,7 @@ def test_cli_stdin(case: Case) -> None:
 def test_cli_check(case: Case, tmp_path: Path) -> None:
     path = _copy(case, tmp_path)
     before = path.stat()
-    result = run_ckpt("migrate-config", "--check", str(path))
+    result = run_ckpt("migrate-config", "--check", str(path), env=ENVIRON)
     assert result.exit_code == CHECK_EXIT[case.status], result.stderr
     assert path.read_bytes() == case.input
     assert path.stat().st_mtime_ns == before.st_mtime_ns

@@ -192,3 +192,38 @@ def test_the_report_says_what_is_counted_and_what_is_not_known(copies: Copies) -
     assert (
         first["dead_rows"] is None and first["dead_rows_source"] is None and "0 live rows" in first["dead_rows_unknown"]
     )
+
+
+def test_a_table_the_role_cannot_read_shows_the_statistics_estimate_marked(
+    copies: Copies, pg_readonly_role: Callable[..., str]
+) -> None:
+    """The `~` of the text report: rows not readable (no SELECT on checkpoint_writes) are the statistics'
+    n_live_tup, marked, and the note under the table names the table; the readable ones stay count(*)."""
+    copy = copies.copy()
+    admin(copy, f"ANALYZE {SCHEMA}.checkpoint_writes")
+    wait_for_statistics(copy, lambda: live_in_statistics(copy, "checkpoint_writes") > 0)
+    estimate = live_in_statistics(copy, "checkpoint_writes")
+    dsn = pg_readonly_role(dsn_for(copy), SCHEMA)
+    role = psycopg.conninfo.conninfo_to_dict(dsn)["user"]
+    admin(copy, f'REVOKE SELECT ON {SCHEMA}.checkpoint_writes FROM "{role}"')
+    text = run_ckpt("inspect", "storage", "--db", dsn, "--schema", SCHEMA, "--no-channels", "--color", "never")
+    assert text.exit_code == 0, text.output
+    rows = counted(copy)
+    lines = {line.split()[0]: line for line in text.stdout.splitlines() if line.startswith(TABLES)}
+    assert f" ~{estimate:,} " in lines["checkpoint_writes"], lines
+    for table in ("checkpoints", "checkpoint_blobs"):
+        assert f" {rows[table]:,} " in lines[table] and "~" not in lines[table], lines
+    assert (
+        "(rows: count(*) in this read's transaction, except ~ (the statistics' estimate, the rows not readable): "
+        "checkpoint_writes)" in text.stdout
+    ), text.stdout
+    document = json.loads(
+        run_ckpt("inspect", "storage", "--db", dsn, "--schema", SCHEMA, "--no-channels", "--format", "json").stdout
+    )
+    writes = next(relation for relation in document["relations"] if relation["name"] == "checkpoint_writes")
+    assert (writes["rows"], writes["rows_exact"]) == (estimate, False)
+
+
+def live_in_statistics(dbname: str, table: str) -> int:
+    rows = admin(dbname, f"SELECT n_live_tup FROM pg_stat_all_tables WHERE relid = '{SCHEMA}.{table}'::regclass")
+    return int(rows[0][0])  # type: ignore[call-overload]

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Literal
 import typer
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
-from deerflow_ckpt.cli.console import message
+from deerflow_ckpt.cli.console import info, message
 from deerflow_ckpt.cli.deerflow_options import deerflow_environment, say_passed_over
 from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS
-from deerflow_ckpt.config.discovery import discover, passed_over
+from deerflow_ckpt.config.discovery import DeerFlowEnvironment, discover, passed_over
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import resolved
@@ -128,19 +128,21 @@ class DatabaseSelection:
     cadence_source: str
     # The variables DeerFlow would run with (.env included), as the selection read them.
     environ: Mapping[str, str] = field(default_factory=dict)
+    # The environment and install they came from (where DeerFlow's launches run), when discovery ran.
+    environment: DeerFlowEnvironment | None = None
 
 
 def legacy_checkpointer_files(selection: DatabaseSelection) -> list[Path]:
-    """Checkpoint files of DeerFlow's legacy checkpointer (its default store.db) that are not the database chosen:
-    beside the chosen SQLite file, and where the legacy default resolves from here."""
-    from deerflow_ckpt.config.discovery import checkpointer_sqlite_file
+    """Files a legacy `checkpointer:` section writes that are not the database chosen, derived as DeerFlow
+    derives them (config/discovery.py): the config's connection_string and DeerFlow's default, under each
+    launch's home and the home of the process that wrote the chosen file."""
+    from deerflow_ckpt.config.discovery import legacy_checkpointer_files as derived
 
     target = selection.choice.target
-    if not isinstance(target, SqliteTarget):
+    if not isinstance(target, SqliteTarget) or selection.environment is None:
         return []
     chosen = resolved(target.path.expanduser(), StoreError)
-    places = [chosen.parent / "store.db", checkpointer_sqlite_file(None, selection.environ, Path.cwd())]
-    return [place for place in dict.fromkeys(places) if place is not None and resolved(place, StoreError) != chosen]
+    return derived(selection.settings, selection.config_path, selection.environment, Path.cwd(), chosen)
 
 
 def say_reading_path(target: DatabaseTarget) -> None:
@@ -200,6 +202,9 @@ def select(
     environment = deerflow_environment(deerflow_root, config)
     found = discover(db is not None, config, environment, Path.cwd(), FILE_DATABASE_DEFAULTS["sqlite_dir"])
     if found.config is not None:
+        if found.config.relative:
+            # Which directory a relative variable was resolved against decides the config: say it.
+            info(f"ckpt: config {found.config.path} (found via {found.config.found_via})")
         say_passed_over(found.config)
     if schema and db is None:
         raise typer.BadParameter("--schema goes with --db (the config's postgres_schema is used otherwise)")
@@ -218,7 +223,7 @@ def select(
                 message(f"ckpt: warning: {warning}")
     config_path = found.config.path if found.config is not None else None
     expected, source = _expected_cadence(cadence, found.settings, config_path)
-    return DatabaseSelection(choice, found.settings, config_path, expected, source, environment.variables)
+    return DatabaseSelection(choice, found.settings, config_path, expected, source, environment.variables, environment)
 
 
 def stated_mode(selection: DatabaseSelection, mode: ModeChoice | None, db: str | None) -> StatedMode:

@@ -63,8 +63,8 @@ def inspect_storage(
     now_ns: int | None = None,
 ) -> StorageInspection:
     """The storage facts of `choice`'s database and what they mean; `legacy_files` are other checkpoint files
-    DeerFlow's config names beside it (a legacy checkpointer's store.db), named with their sizes. `now_ns`
-    (the clock by default) bounds plausible write times and ends the rate's window."""
+    a legacy `checkpointer:` section writes (config/discovery.py legacy_checkpointer_files), named with their
+    sizes. `now_ns` (the clock by default) bounds plausible write times and ends the rate's window."""
     if now_ns is None:
         now_ns = time.time_ns()
     target = choice.target

@@ -3,11 +3,14 @@ one place ckpt decides them, in the order DeerFlow does, each step beside the up
 
 Upstream is bytedance/deer-flow at f1f4af99 (paths under `backend/packages/harness/deerflow/` unless said):
 - `config/app_config.py:54` `load_dotenv()`: the `.env` found walking up from the config package (section 2);
-- `config/runtime_paths.py:7-16` `project_root()` and `19-23` `runtime_home()` (section 3);
+- `config/runtime_paths.py:7-16` `project_root()` and `19-23` `runtime_home()` (section 3): a relative
+  $DEER_FLOW_PROJECT_ROOT is resolved against the process's working directory, so per launch (section 6's);
 - `config/app_config.py:364-391` `resolve_config_path()` with `158-162` `_legacy_config_candidates()` (section 4);
+  a relative $DEER_FLOW_CONFIG_PATH, likewise, per launch;
 - `config/database_config.py:259-268` `sqlite_path`: `Path(sqlite_dir).resolve() / "deerflow.db"`, relative to
-  the process's working directory; `runtime/store/_sqlite_utils.py` for the legacy `checkpointer:` file
-  (section 5);
+  the process's working directory; `runtime/checkpointer/provider.py:124` (`connection_string or "store.db"`),
+  `runtime/store/_sqlite_utils.py` and `config/paths.py:471-480` (relative to the home) for the legacy
+  `checkpointer:` file (section 5);
 - the launchers that set that working directory and environment (section 6): `scripts/serve.sh:315-332`
   (make dev / make start export `DEER_FLOW_PROJECT_ROOT` and `DEER_FLOW_HOME`) and `:467` (the gateway runs
   in `backend/`); `docker/docker-compose.yaml:107-128` (the gateway runs in `/app/backend`, with
@@ -219,26 +222,86 @@ def _tilde_note(raw: str) -> str:
     return f" (DeerFlow does not expand '~': write the full path, {Path(raw).expanduser()})" if raw[:1] == "~" else ""
 
 
+@dataclass(frozen=True)
+class _Base:
+    """A directory a DeerFlow process may run in, for a relative variable: DeerFlow resolves
+    $DEER_FLOW_CONFIG_PATH and $DEER_FLOW_PROJECT_ROOT against its own working directory."""
+
+    directory: Path
+    # Which launch runs there, for people: "a DeerFlow process started in the working directory".
+    launch: str
+
+
+def _relative_bases(environment: DeerFlowEnvironment, cwd: Path, compose: bool) -> list[_Base]:
+    """The working directories of the launches `_launches` models, in its order: ckpt's own (DeerFlow's rule
+    evaluated where ckpt runs), make dev's gateway in the checkout's backend/ (serve.sh exports a variable
+    already set unchanged, :315-317, then :467 `cd backend`), the checkout's root; with `compose`, the
+    compose file's docker/, against which docker compose resolves a relative host path it mounts
+    (docker-compose.yaml:109 mounts ${DEER_FLOW_CONFIG_PATH} as /app/backend/config.yaml)."""
+    bases = [_Base(resolved(cwd), "a DeerFlow process started in the working directory")]
+    checkout = environment.checkout
+    if checkout is not None:
+        bases.append(_Base(checkout / "backend", "make dev / make start's gateway, which runs in backend/"))
+        bases.append(_Base(checkout, "a DeerFlow process started in the checkout's root"))
+        if compose:
+            bases.append(_Base(checkout / "docker", "docker compose, which mounts it from the compose file's docker/"))
+    return bases
+
+
+def _relative_note(name: str, raw: str, base: _Base) -> str:
+    return (
+        f"${name} ('{raw}' is relative, and DeerFlow resolves it against its working directory: resolved against "
+        f"{base.directory}, for {base.launch})"
+    )
+
+
 def project_root(environment: DeerFlowEnvironment, cwd: Path) -> tuple[Path, str]:
     """runtime_paths.py:7-16: $DEER_FLOW_PROJECT_ROOT resolved (it must exist and be a directory), else the
     working directory. In a source checkout make dev and make start export the checkout's root when it is
     unset (scripts/serve.sh:315-317), so from anywhere in a checkout the root is the checkout's."""
+    return _project_roots(environment, cwd)[0]
+
+
+def _project_roots(environment: DeerFlowEnvironment, cwd: Path) -> list[tuple[Path, str]]:
+    """The project root (first) and, for a relative $DEER_FLOW_PROJECT_ROOT, the other directories it names
+    for another launch (`Path(value).resolve()` is against the process's working directory,
+    runtime_paths.py:10): of the launches' directories, the first holding a config.yaml, else the first."""
     raw = environment.variables.get(PROJECT_ROOT_ENV, "")
-    if raw:
-        root = resolved(cwd / raw)
-        if not root.exists():
-            raise ConfigError(
-                f"{PROJECT_ROOT_ENV} is set to '{raw}', but the resolved path '{root}' does not exist."
-                f"{_tilde_note(raw)}"
-            )
-        if not root.is_dir():
-            raise ConfigError(
-                f"{PROJECT_ROOT_ENV} is set to '{raw}', but the resolved path '{root}' is not a directory."
-            )
-        return root, f"${PROJECT_ROOT_ENV}"
-    if environment.checkout is not None:
-        return environment.checkout, f"the checkout's root, as make dev exports ${PROJECT_ROOT_ENV}"
-    return resolved(cwd), "the working directory"
+    if not raw:
+        if environment.checkout is not None:
+            return [(environment.checkout, f"the checkout's root, as make dev exports ${PROJECT_ROOT_ENV}")]
+        return [(resolved(cwd), "the working directory")]
+    if Path(raw).is_absolute():
+        return [(_existing_root(raw, resolved(Path(raw)), ""), f"${PROJECT_ROOT_ENV}")]
+    candidates: list[tuple[Path, _Base]] = []
+    for base in _relative_bases(environment, cwd, compose=False):
+        root = resolved(base.directory / raw)
+        if all(root != seen for seen, _ in candidates):
+            candidates.append((root, base))
+    found = [(root, _relative_note(PROJECT_ROOT_ENV, raw, base)) for root, base in candidates if root.is_dir()]
+    if found:
+        # The root is there to find config.yaml: the first launch whose root holds one, else the first's.
+        return sorted(found, key=lambda item: not (item[0] / CONFIG_NAME).is_file())
+    # DeerFlow's error as a process started here meets it, and where the other launches looked.
+    also = ""
+    if len(candidates) > 1:
+        elsewhere = ", ".join(f"{root} ({base.launch})" for root, base in candidates[1:])
+        also = f" It is relative, and DeerFlow resolves it against its working directory: no directory at {elsewhere}."
+    _existing_root(raw, candidates[0][0], also)  # raises: none of them is a directory
+    raise AssertionError(candidates)
+
+
+def _existing_root(raw: str, root: Path, also: str) -> Path:
+    if not root.exists():
+        raise ConfigError(
+            f"{PROJECT_ROOT_ENV} is set to '{raw}', but the resolved path '{root}' does not exist.{_tilde_note(raw)}"
+            f"{also}"
+        )
+    if not root.is_dir():
+        raise ConfigError(
+            f"{PROJECT_ROOT_ENV} is set to '{raw}', but the resolved path '{root}' is not a directory.{also}"
+        )
+    return root
 
 
 def runtime_home(environment: DeerFlowEnvironment, process_dir: Path) -> Path:
@@ -261,6 +324,9 @@ class LocatedConfig:
     found_via: str
     # Other config.yaml files DeerFlow would read in another launch, for the warning: (path, which launch).
     passed_over: tuple[tuple[Path, str], ...] = ()
+    # Found through a relative variable, which DeerFlow resolves against its working directory: found_via says
+    # against which directory, and every command says it.
+    relative: bool = False
 
     def warnings(self) -> list[str]:
         return [
@@ -285,9 +351,9 @@ def _legacy_candidates(environment: DeerFlowEnvironment, root: Path, cwd: Path) 
 
 
 def locate_config(explicit: Path | None, environment: DeerFlowEnvironment, cwd: Path) -> LocatedConfig:
-    """resolve_config_path (app_config.py:364-391): the path given, $DEER_FLOW_CONFIG_PATH (relative to the
-    working directory), `config.yaml` in the project root, then the legacy places beside the install. Raises
-    ConfigError naming every place tried when nothing is found."""
+    """resolve_config_path (app_config.py:364-391): the path given, $DEER_FLOW_CONFIG_PATH (relative: against
+    the working directory of each launch, _config_from_env), `config.yaml` in the project root, then the legacy
+    places beside the install. Raises ConfigError naming every place tried when nothing is found."""
     if explicit is not None:
         from deerflow_ckpt.fileio import config_file_problem
 
@@ -296,14 +362,9 @@ def locate_config(explicit: Path | None, environment: DeerFlowEnvironment, cwd: 
         return LocatedConfig(explicit, "the command line")
     from_env = environment.variables.get(CONFIG_PATH_ENV, "")
     if from_env:
-        path = cwd / from_env
-        if not path.exists():
-            raise ConfigError(
-                f"Config file specified by environment variable `{CONFIG_PATH_ENV}` not found at {from_env}"
-                f"{_tilde_note(from_env)}"
-            )
-        return LocatedConfig(path, f"${CONFIG_PATH_ENV}")
-    root, root_via = project_root(environment, cwd)
+        return _config_from_env(from_env, environment, cwd)
+    roots = _project_roots(environment, cwd)
+    (root, root_via), other_roots = roots[0], roots[1:]
     candidates = [(root / CONFIG_NAME, root_via), *_legacy_candidates(environment, root, resolved(cwd))]
     # existing_project_file (runtime_paths.py:34-41) wants a file; the legacy places only need to exist.
     found = [(path, via) for index, (path, via) in enumerate(candidates) if _is_config(path, legacy=index > 0)]
@@ -315,7 +376,39 @@ def locate_config(explicit: Path | None, environment: DeerFlowEnvironment, cwd: 
         )
     (path, via), losers = found[0], dict(found[1:])
     losers.pop(path, None)
-    return LocatedConfig(path, via, tuple((loser, _config_launch(loser)) for loser in losers))
+    passed = [(loser, _config_launch(loser)) for loser in losers]
+    # A relative project root names another directory for another launch: that launch reads its config.yaml.
+    for other, other_via in other_roots:
+        if (other / CONFIG_NAME).is_file() and other / CONFIG_NAME != path:
+            passed.append((other / CONFIG_NAME, f"{other_via} reads that one"))
+    raw_root = environment.variables.get(PROJECT_ROOT_ENV, "")
+    relative = path == root / CONFIG_NAME and bool(raw_root) and not Path(raw_root).is_absolute()
+    return LocatedConfig(path, via, tuple(passed), relative)
+
+
+def _config_from_env(raw: str, environment: DeerFlowEnvironment, cwd: Path) -> LocatedConfig:
+    """app_config.py:378-382: `Path($DEER_FLOW_CONFIG_PATH)`, which only has to exist; relative, against the
+    process's working directory, so the first launch's (_relative_bases) where it exists wins."""
+    if Path(raw).is_absolute():
+        if not Path(raw).exists():
+            raise ConfigError(f"Config file specified by environment variable `{CONFIG_PATH_ENV}` not found at {raw}")
+        return LocatedConfig(Path(raw), f"${CONFIG_PATH_ENV}")
+    tried: list[tuple[Path, _Base]] = []
+    for base in _relative_bases(environment, cwd, compose=True):
+        # Resolved, to name it plainly (DeerFlow opens `raw` itself, the same file from its directory).
+        path = resolved(base.directory / raw)
+        if all(path != seen for seen, _ in tried):
+            tried.append((path, base))
+    found = [(path, base) for path, base in tried if path.exists()]
+    if not found:
+        places = ", ".join(f"{path} ({base.launch})" for path, base in tried)
+        raise ConfigError(
+            f"Config file specified by environment variable `{CONFIG_PATH_ENV}` not found at {raw}{_tilde_note(raw)}. "
+            f"It is relative, and DeerFlow resolves it against its working directory: tried {places}"
+        )
+    (path, base), others = found[0], found[1:]
+    passed = tuple((other, f"{other_base.launch} reads that one") for other, other_base in others)
+    return LocatedConfig(path, _relative_note(CONFIG_PATH_ENV, raw, base), passed, relative=True)
 
 
 def _is_config(path: Path, legacy: bool) -> bool:
@@ -519,6 +612,53 @@ def database_location(
         files, whys = _candidates(_FileFor(sqlite_dir=sqlite_dir), container, environment, cwd, config_path)
         return SqliteLocation(files, via, whys)
     raise ConfigError(f"{via} selects backend {settings.backend!r}: nothing is stored on disk")
+
+
+def legacy_checkpointer_files(
+    settings: DatabaseSettings | None,
+    config_path: Path | None,
+    environment: DeerFlowEnvironment,
+    cwd: Path,
+    chosen: Path,
+) -> list[Path]:
+    """The files a legacy `checkpointer:` section of type sqlite writes, other than `chosen`: the config's
+    connection_string when it has such a section, and DeerFlow's default (CHECKPOINTER_SQLITE_DEFAULT, what a
+    section without one, current or past, writes), each under DeerFlow's home (resolve_path, paths.py:471-480)
+    for every launch `_launches` models, and under the home of the process that wrote `chosen` when `chosen`
+    is database.sqlite_dir's file (a process in P writes P/<sqlite_dir>/deerflow.db; its home, with no
+    $DEER_FLOW_HOME or $DEER_FLOW_PROJECT_ROOT, is P/.deer-flow)."""
+    from deerflow_ckpt.config.database import NotAString
+
+    connections: list[str | None] = [None]
+    override = settings.checkpointer if settings is not None else None
+    if override is not None and override.kind == "sqlite" and not isinstance(override.connection_string, NotAString):
+        connections.insert(0, override.connection_string)
+    sqlite_dir = settings.sqlite_dir if settings is not None else None
+    writer_home = _writer_home(chosen, sqlite_dir or ".deer-flow/data")
+    found: list[Path] = []
+    for connection in dict.fromkeys(connection or CHECKPOINTER_SQLITE_DEFAULT for connection in connections):
+        files, _ = _candidates(
+            _FileFor(connection=connection), _container_checkpointer_file(connection), environment, cwd, config_path
+        )
+        found += files
+        if writer_home is not None and connection != ":memory:" and not connection.startswith("file:"):
+            found.append(resolved(writer_home / connection))
+    chosen = resolved(chosen)
+    return [path for path in dict.fromkeys(found) if path != chosen]
+
+
+def _writer_home(chosen: Path, sqlite_dir: str) -> Path | None:
+    """The home (P/.deer-flow) of the process P whose database.sqlite_dir file `chosen` is, or None when
+    `chosen` is not `<sqlite_dir>/deerflow.db` under some directory (or sqlite_dir is absolute)."""
+    parts = Path(posixpath.normpath(sqlite_dir)).parts
+    if Path(sqlite_dir).is_absolute() or ".." in parts or chosen.name != SQLITE_FILE_NAME:
+        return None
+    directory = resolved(chosen).parent
+    if parts == (".",):
+        return directory / ".deer-flow"
+    if directory.parts[-len(parts) :] != parts or len(directory.parts) <= len(parts):
+        return None
+    return directory.parents[len(parts) - 1] / ".deer-flow"
 
 
 def default_sqlite_location(sqlite_dir: str, environment: DeerFlowEnvironment, cwd: Path) -> SqliteLocation:

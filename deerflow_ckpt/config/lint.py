@@ -32,7 +32,7 @@ from deerflow_ckpt.config.keys import (
     LEGACY_CADENCE_KEY,
     LEGACY_CHECKPOINTER,
 )
-from deerflow_ckpt.config.lint_env import Reference, Unset, resolve_tree
+from deerflow_ckpt.config.lint_env import Reference, Unset, first_unset, resolve_tree
 from deerflow_ckpt.config.lint_source import ConfigSource, document_lines, dotted, yaml_problem
 from deerflow_ckpt.config.upgrade import UPGRADER_DEFAULT
 from deerflow_ckpt.config.values import (
@@ -170,6 +170,9 @@ class _Linter:
         # CK500s for `$VAR`s unset here: DeerFlow refuses the file in this environment, and ckpt still
         # checks the rest with those values unknown.
         self.unset_findings: list[Finding] = []
+        # The `$VAR` DeerFlow's load fails on in this environment (first_unset), if any: then nothing after
+        # resolve_env_variables runs, and DeerFlow logs no legacy-key warning.
+        self.load_fails_at: Reference | None = None
 
     def add(self, code: RuleCode, line: int | None, message: str, deerflow_warning: str | None = None) -> None:
         # DeerFlow's warning quotes the value (%r), which can be a DSN.
@@ -234,6 +237,7 @@ class _Linter:
             data.get(LEGACY_CHECKPOINTER), (LEGACY_CHECKPOINTER,), self.environ, self.references
         )
         assert isinstance(database, dict)
+        self.load_fails_at = first_unset(data, self.environ, self.assumed)
         self.check_unset_elsewhere(data)
         return self.check_database(data, database, checkpointer)
 
@@ -367,8 +371,10 @@ class _Linter:
             return
         legacy_path = (DATABASE, LEGACY_CADENCE_KEY)
         legacy = resolved[LEGACY_CADENCE_KEY]
-        if isinstance(legacy, Unset):
-            warning = None  # DeerFlow refuses the file at `$VAR` resolution, before its shim can log
+        if isinstance(legacy, Unset) or self.load_fails_at is not None:
+            # DeerFlow resolves every `$VAR` in the file before validating, and refuses it at the first unset
+            # one (app_config.py:412, 545-567), before its shim can log: the legacy key's or any other.
+            warning = None
         legacy_line = self.source.line(*legacy_path)
         legacy_shown = self.source.shown(legacy_path, legacy)
         if branch is ShimBranch.IGNORED:

@@ -45,3 +45,15 @@ def resolve_tree(value: object, path: tuple[Any, ...], environ: Mapping[str, str
         remember_credential(path, outcome)  # a password from the environment is masked like one written here
     found.append(Reference(path, name, outcome))
     return outcome
+
+
+def first_unset(data: object, environ: Mapping[str, str], assumed: frozenset[str] = frozenset()) -> Reference | None:
+    """The `$VAR` DeerFlow's load fails on in `environ`, or None: resolve_env_variables walks the whole file
+    (mappings in their order, lists item by item) before anything is validated, and raises at the first unset
+    one, so no later step (the legacy-key shim and its warning included) runs. `assumed` names variables set
+    where DeerFlow runs though unset here ("*": all)."""
+    if "*" in assumed:
+        return None
+    found: list[Reference] = []
+    resolve_tree(data, (), environ, found)
+    return next((ref for ref in found if isinstance(ref.value, Unset) and ref.name not in assumed), None)

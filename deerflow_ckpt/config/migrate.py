@@ -24,6 +24,8 @@ from deerflow_ckpt.config.keys import (
     DELTA_SECTION,
     LEGACY_CADENCE_KEY,
 )
+from deerflow_ckpt.config.lint_env import first_unset
+from deerflow_ckpt.config.lint_source import ConfigSource, dotted
 from deerflow_ckpt.config.textspans import (
     Edit,
     Line,
@@ -259,7 +261,7 @@ class _Migrator:
         assert isinstance(root, yaml.MappingNode)
         # DeerFlow's shim runs on what safe_load gives, whatever ckpt refuses below: its warning is said first.
         outcome = apply_legacy_shim(database)
-        self._deerflow_warning(root, database, outcome)
+        self._deerflow_warning(root, data, outcome)
         duplicates = yamlnodes.duplicate_keys(root)
         if duplicates:
             first = duplicates[0]
@@ -306,22 +308,30 @@ class _Migrator:
         self._decide(root, database_key, database_node, flat_pair, delta_pair, database, outcome)
         return self.plan
 
-    def _deerflow_warning(self, root: yaml.MappingNode, database: dict[Any, Any], outcome: ShimOutcome) -> None:
+    def _deerflow_warning(self, root: yaml.MappingNode, data: dict[Any, Any], outcome: ShimOutcome) -> None:
         """The line DeerFlow's shim logs for this file, at the flat key whose value safe_load keeps (the last
-        duplicate, or the one a merge brings); none when the value is a `$VAR` unset in DeerFlow's
-        environment, since resolve_env_variables then fails the load before the shim runs."""
+        duplicate, or the one a merge brings); none when any `$VAR` in the file (the flat key's or another) is
+        unset in DeerFlow's environment: resolve_env_variables walks the whole file first and fails the load at
+        the first unset one (app_config.py:412, 545-567), before the shim runs."""
         assert outcome.warning is not None
-        legacy = database[LEGACY_CADENCE_KEY]
-        warning: str | None = outcome.warning
-        if isinstance(legacy, str) and legacy.startswith("$"):
-            resolved = self.environ.get(legacy[1:])
-            if resolved is None:
-                warning = None
-            elif outcome.branch is ShimBranch.CARRIED:
-                # DeerFlow resolves `$VAR` before its shim runs, so its warning shows the variable's value.
-                warning = messages.carried_forward(resolved)
-        if warning is None:
+        legacy = data[DATABASE][LEGACY_CADENCE_KEY]
+        warning = outcome.warning
+        blocker = first_unset(data, self.environ)
+        if blocker is not None:
+            if blocker.path != (DATABASE, LEGACY_CADENCE_KEY):
+                # The flat key's own variable is explained where its value is carried; another one is said here.
+                self.plan.note(
+                    ConfigSource(self.text, root).line(*blocker.path),
+                    f"DeerFlow logs no warning for the deprecated key where ${blocker.name} is unset: it resolves "
+                    f"every $VAR in the file first and refuses the whole file at {dotted(blocker.path)} "
+                    f"(Environment variable {blocker.name} not found for config value ${blocker.name}), "
+                    "before its legacy-key shim runs",
+                    rule=RuleCode.CK509,
+                )
             return
+        if isinstance(legacy, str) and legacy.startswith("$") and outcome.branch is ShimBranch.CARRIED:
+            # DeerFlow resolves `$VAR` before its shim runs, so its warning shows the variable's value.
+            warning = messages.carried_forward(self.environ[legacy[1:]])
         database_pair = yamlnodes.effective_pair(root, DATABASE)
         flat_pair = None
         if database_pair is not None and isinstance(database_pair[1], yaml.MappingNode):

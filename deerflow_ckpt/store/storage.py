@@ -200,7 +200,8 @@ class AppThreads:
 
 @dataclass(frozen=True)
 class LegacyFile:
-    """A legacy checkpointer file (store.db) and its companions; sizes None when a file is absent."""
+    """A file of a legacy `checkpointer:` section (store.db by default) and its companions; sizes None when a
+    file is absent."""
 
     path: str
     bytes: int
@@ -232,7 +233,7 @@ class StorageFacts:
     # coincide with a text id).
     heaviest_growth: dict[int, WriteTimes] = field(default_factory=dict)
     app: AppThreads | None = None
-    # A legacy checkpointer file beside the app's database, when there is one.
+    # The files a legacy `checkpointer:` section writes other than this database, those that exist.
     legacy_files: list[LegacyFile] = field(default_factory=list)
     # Why the rows were not read at all (a missing privilege): bytes by thread, channel and time are unknown.
     rows_unread: str | None = None
