@@ -191,9 +191,11 @@ def test_isolated_reads_no_file(tmp_path: Path) -> None:
         ),
         (
             "[verify-shape]\nformat = 'jsn'\n",
-            "{path} [verify-shape]: format: Invalid value for '--format': Value "
-            "error, 'jsn' is not one of 'text', 'json', 'github', 'sarif'.",
+            "{path} [verify-shape]: format: 'jsn' is not one of 'text', 'json', 'github', 'sarif' "
+            "(did you mean json?).",
         ),
+        ("jobs = 0\n", "{path}: jobs: 0 is not in the range x>=1."),
+        ("color = 'nevr'\n", "{path}: color: 'nevr' is not one of 'auto', 'always', 'never' (did you mean never?)."),
     ],
 )
 def test_bad_settings_are_refused_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:
