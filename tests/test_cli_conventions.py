@@ -131,3 +131,25 @@ def test_migrate_config_machine_formats_say_each_diagnostic_once(output_format: 
         assert diagnostic not in result.stderr
         assert result.stdout.count(diagnostic[:60]) == 1, output_format
     assert config.read_bytes() == LEGACY
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggested"),
+    [
+        (["verfy-shape"], "'verify-shape'"),
+        (["inspct"], "'inspect'"),
+        (["lint"], "'lint-config'"),
+        (["retention"], "'plan retention'"),
+        (["inspect", "sumary"], "'summary'"),
+    ],
+)
+def test_a_misspelled_command_gets_a_did_you_mean(typed: list[str], suggested: str) -> None:
+    result = run(*typed)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"Error: No such command {typed[-1]!r}. Did you mean {suggested}?\n" in result.stderr, result.stderr
+
+
+def test_a_command_nothing_resembles_gets_no_suggestion() -> None:
+    result = run("xyzzy")
+    assert result.exit_code == 2
+    assert "Error: No such command 'xyzzy'.\n" in result.stderr and "Did you mean" not in result.stderr

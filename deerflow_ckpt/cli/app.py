@@ -34,6 +34,7 @@ DEBUG_ENV = "CKPT_DEBUG"
 _CLICK_EXCEPTION: type[BaseException] = next(
     cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"
 )
+_USAGE_ERROR: type[Exception] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
 
 
 def _wants_traceback(ctx: Any) -> bool:
@@ -162,7 +163,13 @@ class _CkptGroup(_Group):
         return result
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
+        try:
+            name, command, rest = super().resolve_command(ctx, args)
+        except _USAGE_ERROR as exc:
+            # typer suggests from the commands already built, none here (they load on first use): the table's.
+            if args and getattr(exc, "message", "").startswith("No such command"):
+                exc.message = f"No such command {args[0]!r}.{_suggestion(args[0])}"  # type: ignore[attr-defined]
+            raise
         if name is not None and command is not None:
             # The project file's values become the command's option defaults: the command line still wins.
             from deerflow_ckpt.cli import project_options
@@ -199,6 +206,20 @@ class _CkptGroup(_Group):
                 console_message(line)
         console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _suggestion(typo: str) -> str:
+    """ " Did you mean 'inspect'?" for a misspelled command, as typer words it for subcommands; a subcommand's
+    name given alone (`ckpt retention`) is suggested with its group. Empty when nothing is close."""
+    from difflib import get_close_matches  # only on the way to an error
+
+    # A name's first word (`ckpt lint`, `ckpt verify`) is too short for difflib to call it close.
+    matches = [name for name in COMMANDS if name.split("-")[0] == typo] or get_close_matches(typo, list(COMMANDS))
+    if not matches:
+        # Only now are the groups' modules imported, to read their subcommands' names.
+        nested = {sub: f"{name} {sub}" for name in COMMANDS for sub in getattr(load_command(name), "commands", {})}
+        matches = [nested[sub] for sub in get_close_matches(typo, list(nested))]
+    return f" Did you mean {', '.join(repr(match) for match in matches)}?" if matches else ""
 
 
 def _globals_first(args: list[str]) -> list[str]:
