@@ -17,7 +17,7 @@ from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.console import message as console_message
 from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError, Interrupted
-from deerflow_ckpt.exitcodes import ExitCode, signalled
+from deerflow_ckpt.exitcodes import ExitCode, exit_statuses, signalled
 from deerflow_ckpt.fileio import remember_inherited_descriptors
 from deerflow_ckpt.redact import redact
 
@@ -87,11 +87,30 @@ def _coerced_directly(params: list[Any]) -> list[Any]:
     return params
 
 
+def top_level_name(ctx: Any) -> str | None:
+    """The command under `ckpt` that `ctx` runs (`inspect` for `ckpt inspect thread`), None for `ckpt` itself."""
+    names = []
+    while ctx is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return names[-2] if len(names) > 1 else None
+
+
+def _format_exit_codes(ctx: Any, formatter: Any) -> None:
+    """--help's last section: what each exit code means for this command (exitcodes.py, the one table)."""
+    with formatter.section("Exit codes"):
+        formatter.write_dl(exit_statuses(top_level_name(ctx)))
+
+
 class _Command(TyperCommand):
     __slots__ = ()  # each command's class is swapped for this one: the layout must stay TyperCommand's
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _coerced_directly(super().get_params(ctx))
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        _format_exit_codes(ctx, formatter)
 
 
 class _Group(TyperGroup):
@@ -99,6 +118,10 @@ class _Group(TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _coerced_directly(super().get_params(ctx))
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        _format_exit_codes(ctx, formatter)
 
 
 class _Argument(TyperArgument):
@@ -290,10 +313,7 @@ def _global_options(
         False, "--isolated", help="Read no project config file (pyproject.toml, .ckpt.toml)."
     ),
 ) -> None:
-    """The operator's command line for DeerFlow checkpoint storage.
-
-    Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
-    """
+    """The operator's command line for DeerFlow checkpoint storage (--help lists what each exit code means)."""
     # Before ckpt opens anything: -o /dev/fd/N may name only a descriptor its caller handed it.
     remember_inherited_descriptors()
 
