@@ -12,7 +12,7 @@ import typer
 
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import PIPED_WIDTH, counting_checkpoints, info, is_quiet, stdout_console, text_console
+from deerflow_ckpt.cli.console import counting_checkpoints, file_console, info, is_quiet, text_console
 from deerflow_ckpt.config.keys import DEFAULT_CADENCE
 from deerflow_ckpt.fileio import terminable
 
@@ -156,8 +156,7 @@ def convert(
     if report_output is None:
         render_conversion(report, text_console(color.flag()))
         return
-    console = stdout_console(color=False)
-    console.width = max(console.width, PIPED_WIDTH)
+    console = file_console()
     with console.capture() as capture:
         render_conversion(report, console)
     delivery.deliver(capture.get(), report_output)

@@ -13,12 +13,11 @@ import typer
 from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import (
-    PIPED_WIDTH,
     counting_checkpoints,
+    file_console,
     info,
     is_quiet,
     message,
-    stdout_console,
     text_console,
 )
 from deerflow_ckpt.fileio import terminable
@@ -158,8 +157,7 @@ def _deliver(
         if output is None:
             render_plan(plan, text_console(color.flag()), top)
         else:
-            console = stdout_console(color=False)
-            console.width = max(console.width, PIPED_WIDTH)
+            console = file_console()
             with console.capture() as capture:
                 render_plan(plan, console, top)
             delivery.deliver(capture.get(), output)
