@@ -21,23 +21,24 @@ from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
 from tests.test_ci_cli import CLEAN, CORPUS, FAULTY, FORK_ONLY, legacy_config
 
-# What `ckpt config` prints for each key no file sets.
+# What `ckpt config` prints for each key no file sets: a default the command works out when it runs in --help's
+# words, in parentheses (never "(not set)").
 DEFAULTS = [
-    ("db", "(not set)"),
+    ("db", "(from config.yaml)"),
     ("schema", '""'),
-    ("config", "(not set)"),
-    ("deerflow_root", "(not set)"),
-    ("cadence", "(not set)"),
+    ("config", "(found the way DeerFlow finds it)"),
+    ("deerflow_root", "(a checkout containing the working directory)"),
+    ("cadence", "(the config's effective value)"),
     ("max_supersteps", "5000"),
     ("clock_skew", '"5s"'),
     ("rolling_window", '"15m"'),
     ("network_timeout", '"120s"'),
-    ("statement_timeout", "(not set)"),
-    ("jobs", "(not set)"),
+    ("statement_timeout", "(the role's or the server's, unchanged)"),
+    ("jobs", "(one per 15,000 checkpoints, at most the idle CPUs and 4)"),
     ("format", '"text"'),
     ("fail_on", '"error"'),
     ("color", '"auto"'),
-    ("sqlite_base", "(not set)"),
+    ("sqlite_base", "(the current directory)"),
     ("assume_set", "[]"),
     ("allowed_types", "[]"),
     ("select", '["CK"]'),
@@ -75,6 +76,19 @@ def test_no_file_anywhere_prints_the_defaults(tmp_path: Path) -> None:
     result = show(tmp_path)
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout == expected_settings("none (none found)", {}, [])
+
+
+@pytest.mark.slow  # the first `ckpt config` imports every command's module
+def test_a_default_worked_out_at_run_time_reads_as_help_says_it(tmp_path: Path) -> None:
+    """--jobs showed "(not set)", though the command picks a count: now what --help says it picks."""
+    result = show(tmp_path)
+    assert "(not set)" not in result.stdout
+    verify_help = " ".join(run_ckpt("verify-shape", "--help").stdout.split())
+    jobs, source = setting(result, "jobs")
+    assert source == "default" and jobs.startswith("(one per ")
+    assert f"[default: {jobs}; x>=1]" in verify_help
+    for key in ("db", "config", "statement_timeout", "deerflow_root"):
+        assert f"[default: {setting(result, key)[0]}]" in verify_help, key
 
 
 def test_dotfile_in_the_working_directory(tmp_path: Path) -> None:

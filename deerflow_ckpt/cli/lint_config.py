@@ -30,8 +30,8 @@ def lint_config(
         "--sqlite-base",
         metavar="DIR",
         help="The directory DeerFlow runs in (its gateway runs from backend/): relative sqlite_dir values, and "
-        "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it. Default: the current directory.",
-        show_default=False,
+        "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it.",
+        show_default="the current directory",
     ),
     output_format: ReportFormat = ci_options.FORMAT_OPTION,
     output: Path | None = ci_options.OUTPUT_OPTION,
