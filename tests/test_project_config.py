@@ -468,3 +468,45 @@ def test_a_list_valued_key_sets_a_repeatable_option(tmp_path: Path) -> None:
     assumed = rules()
     assert errors(assumed) == 1 and "CK509 info" in assumed
     assert rules("--assume-set", "OTHER") == unset
+
+
+@pytest.fixture(scope="module")
+def project_with_a_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A project whose pyproject.toml names its database (a plain LangGraph app's store, written through
+    SqliteSaver), and the directory below it a command runs from."""
+    from fixtures import plain_app
+
+    project = tmp_path_factory.mktemp("project")
+    plain_app.write_sqlite(project / "app.db")
+    (project / "pyproject.toml").write_text('[tool.ckpt]\ndb = "app.db"\n', encoding="utf-8")
+    (project / "src").mkdir()
+    return project, project / "src"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify-shape"],
+        ["inspect", "thread", "--top", "1"],
+        ["inspect", "summary"],
+        ["inspect", "storage"],
+        ["plan", "retention", "--keep-newest", "3", "--mode", "full"],
+        ["convert", "--to", "delta", "--output", "{out}"],
+    ],
+    ids=lambda args: " ".join(args[:2]),
+)
+def test_every_database_command_says_the_db_came_from_the_project_file(
+    project_with_a_db: tuple[Path, Path], tmp_path: Path, args: list[str]
+) -> None:
+    """verify-shape said "chosen via --db from <file>"; inspect, plan retention and convert said "--db" alone."""
+    project, work = project_with_a_db
+    argv = [arg.format(out=tmp_path / "converted.db") for arg in args]
+    result = run_ckpt(*argv, cwd=work)
+    assert result.exit_code in (0, 1), result.output
+    via = f"--db from {project / 'pyproject.toml'} [tool.ckpt]"
+    # On stderr when the command starts (inspect's text names the database only in its report), and in the report.
+    assert f"(chosen via {via})" in result.stdout + result.stderr, result.output
+    assert f"(chosen via {via})" in result.stdout or f"found via {via}" in result.stdout, result.stdout
+    if args[0] != "convert":  # its --output exists now
+        given = run_ckpt(*argv, "--db", str(project / "app.db"), cwd=work)
+        assert "(chosen via --db)" in given.stdout + given.stderr and "--db from" not in given.output

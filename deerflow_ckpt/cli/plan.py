@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery, project_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import (
     counting_checkpoints,
@@ -42,6 +42,7 @@ plan_app = typer.Typer(
 
 @plan_app.command("retention")
 def retention(
+    ctx: typer.Context,
     keep_newest: int | None = typer.Option(
         None, "--keep-newest", min=1, metavar="N", help="Keep the newest N checkpoints of each thread and namespace."
     ),
@@ -116,7 +117,8 @@ def retention(
         raise typer.BadParameter(
             "name a policy: --keep-newest N, --keep-since TIME, --keep-heads-only or --only-safe-shapes"
         )
-    selection = database_options.select(db, schema, config, None, immutable, deerflow_root)
+    db_via = project_options.given_via(ctx, "db", "--db")
+    selection = database_options.select(db, schema, config, None, immutable, deerflow_root, db_via)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
     target = selection.choice.target
