@@ -43,6 +43,14 @@ def test_a_missing_file_reads_the_same_in_every_command(tmp_path: Path) -> None:
         assert result.stdout == "", args
 
 
+def test_a_missing_project_file_reads_the_same(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    result = run("--config-file", str(missing), "config")
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"ckpt: error: {missing}: no such file\n")
+    directory = run("--config-file", str(tmp_path), "config")
+    assert directory.stderr == f"ckpt: error: {tmp_path}: is a directory, not a TOML file\n"
+
+
 @pytest.mark.parametrize("output_format", ["json", "sarif", "github"])
 def test_migrate_config_says_a_missing_file_in_machine_formats_too(tmp_path: Path, output_format: str) -> None:
     # The payload carries the diagnostic; the run's error (exit 2) is still said where operators look.
