@@ -44,7 +44,8 @@ _ALL_FINDINGS = "findings at or above --fail-on, or a file migrate-config --chec
 _EXIT_ZERO = "; --exit-zero makes it 0"
 _DONE = "done"
 _ERROR = "usage, configuration, I/O or internal error: the command could not do its job"
-# A run SIGINT or SIGTERM ended: commands/shares.py and fileio.py exit so; typer turns Ctrl-C into 130 elsewhere.
+# commands/shares.py and fileio.py exit 128 + N themselves; elsewhere typer makes Ctrl-C 130, and SIGTERM ends
+# the process, which a shell reports as 143.
 _SIGNALLED = ("128+N", "ended by signal N, as a shell reports it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM")
 
 

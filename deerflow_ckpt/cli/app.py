@@ -232,8 +232,8 @@ class _CkptGroup(_Group):
 
 
 def _suggestion(typo: str) -> str:
-    """ " Did you mean 'inspect'?" for a misspelled command, as typer words it for subcommands; a subcommand's
-    name given alone (`ckpt retention`) is suggested with its group. Empty when nothing is close."""
+    """The "Did you mean 'inspect'?" after a misspelled command, as typer words it for subcommands; a
+    subcommand's name given alone (`ckpt retention`) is suggested with its group. Empty when nothing is close."""
     from difflib import get_close_matches  # only on the way to an error
 
     # A name's first word (`ckpt lint`, `ckpt verify`) is too short for difflib to call it close.
