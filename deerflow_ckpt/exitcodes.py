@@ -1,4 +1,8 @@
-"""The process exit codes of every `ckpt` command, in one place."""
+"""The process exit codes of every `ckpt` command, and what each means for each command, in one place.
+
+`ckpt --help`, each command's `--help` (cli/app.py) and the man pages' EXIT STATUS (manpages.py) are written
+from `exit_statuses`; the README's table says the same for readers of the repository.
+"""
 
 from enum import IntEnum
 
@@ -16,3 +20,43 @@ class ExitCode(IntEnum):
 def signalled(signum: int) -> int:
     """The code of a run a signal ended, as a shell reports it: 128 + the signal's number (143 for SIGTERM)."""
     return 128 + signum
+
+
+# The commands that exit 1, with what 0 and 1 say for each; every other command does its job (0) or fails (2).
+_FINDINGS_COMMANDS: dict[str, tuple[str, str]] = {
+    "migrate-config": (
+        "done: no file --check flags, no diagnostic at or above --fail-on",
+        "--check found a file that would change or needs a hand fix, or a diagnostic at or above --fail-on",
+    ),
+    "lint-config": (
+        "done: no findings at or above --fail-on",
+        "findings at or above --fail-on (a file that is not valid YAML, or that DeerFlow would refuse, is a "
+        "CK500 finding, not an error)",
+    ),
+    "verify-shape": (
+        "done: no findings at or above --fail-on",
+        "findings at or above --fail-on (with --baseline, new ones only)",
+    ),
+}
+# The whole of ckpt, for `ckpt --help` and ckpt(1): what the rows above say, shortened.
+_ALL_CLEAN = "done: no findings at or above --fail-on, no file --check flags"
+_ALL_FINDINGS = "findings at or above --fail-on, or a file migrate-config --check flags"
+_EXIT_ZERO = "; --exit-zero makes it 0"
+_DONE = "done"
+_ERROR = "usage, configuration, I/O or internal error: the command could not do its job"
+# commands/shares.py and fileio.py exit 128 + N themselves; elsewhere typer makes Ctrl-C 130, and SIGTERM ends
+# the process, which a shell reports as 143.
+_SIGNALLED = ("128+N", "ended by signal N, as a shell reports it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM")
+
+
+def exit_statuses(command: str | None = None) -> list[tuple[str, str]]:
+    """(code, meaning) rows for `command`, a top-level command's name (`inspect` for `inspect thread`), or for
+    `ckpt` as a whole when None."""
+    if command is None:
+        rows = [(str(int(ExitCode.CLEAN)), _ALL_CLEAN), (str(int(ExitCode.FINDINGS)), f"{_ALL_FINDINGS}{_EXIT_ZERO}")]
+    elif command in _FINDINGS_COMMANDS:
+        zero, one = _FINDINGS_COMMANDS[command]
+        rows = [(str(int(ExitCode.CLEAN)), zero), (str(int(ExitCode.FINDINGS)), f"{one}{_EXIT_ZERO}")]
+    else:
+        rows = [(str(int(ExitCode.CLEAN)), _DONE)]
+    return [*rows, (str(int(ExitCode.ERROR)), _ERROR), _SIGNALLED]

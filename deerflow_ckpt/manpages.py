@@ -20,9 +20,9 @@ import typer.main
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from deerflow_ckpt import __version__
-from deerflow_ckpt.cli.app import DEBUG_ENV, app
+from deerflow_ckpt.cli.app import DEBUG_ENV, app, top_level_name
 from deerflow_ckpt.config.discovery import CONFIG_PATH_ENV, HOME_ENV, PROJECT_ROOT_ENV, SQLITE_FILE_NAME
-from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.exitcodes import ExitCode, exit_statuses
 from deerflow_ckpt.native import SWITCH_ENV as NATIVE_SWITCH_ENV
 
 if TYPE_CHECKING:
@@ -32,11 +32,6 @@ if TYPE_CHECKING:
 # A fixed date keeps the committed pages reproducible; bump it (or pass --date) when the pages change.
 DEFAULT_DATE = datetime.date(2026, 12, 3)
 COMPLETION_OPTIONS = ("install_completion", "show_completion")
-EXIT_STATUS = {
-    ExitCode.CLEAN: "Clean: no findings at or above --fail-on, and nothing would change.",
-    ExitCode.FINDINGS: "Findings at or above --fail-on, or --check found a file that would change or needs a hand fix.",
-    ExitCode.ERROR: "Usage, configuration, I/O or internal error: the command could not do its job.",
-}
 ENVIRONMENT = (
     ("NO_COLOR", "A non-empty value turns colour off in text output (no-color.org); --color always wins over it."),
     (
@@ -179,8 +174,12 @@ def _usage(ctx: Context) -> Lines:
     return [_escape(piece) for piece in ctx.command.collect_usage_pieces(ctx)]
 
 
-def _tail(see_also: Sequence[str]) -> Lines:
-    exits = [line for code in ExitCode for line in (".TP", f".B {int(code)}", _escape(EXIT_STATUS[code]))]
+def _tail(ctx: Context, see_also: Sequence[str]) -> Lines:
+    """EXIT STATUS as --help's "Exit codes" says it (exitcodes.py), then SEE ALSO."""
+    rows = exit_statuses(top_level_name(ctx))
+    # A man page's entries are sentences: capitalised, with a full stop.
+    sentences = [(code, f"{meaning[0].upper()}{meaning[1:]}.") for code, meaning in rows]
+    exits = [line for code, meaning in sentences for line in (".TP", f".B {_escape(code)}", _line(_escape(meaning)))]
     return [".SH EXIT STATUS", *exits, ".SH SEE ALSO", ",\n".join(see_also)]
 
 
@@ -204,7 +203,7 @@ def command_page(ctx: Context, leaves: Sequence[Context], date: datetime.date) -
             out += [line for p in inherited for line in _entry(p, group)]
         group = group.parent
     siblings = [_ref(leaf) for leaf in leaves if leaf.parent is ctx.parent and leaf is not ctx]
-    return "\n".join([*out, *_tail(["\\fBckpt\\fR(1)", *siblings])]) + "\n"
+    return "\n".join([*out, *_tail(ctx, ["\\fBckpt\\fR(1)", *siblings])]) + "\n"
 
 
 def main_page(root: Context, commands: Sequence[Context], date: datetime.date) -> str:
@@ -224,7 +223,7 @@ def main_page(root: Context, commands: Sequence[Context], date: datetime.date) -
     out += [line for p in params if p.name in COMPLETION_OPTIONS for line in _entry(p, root)]
     out += [".SH ENVIRONMENT", *(line for n, text in ENVIRONMENT for line in (".TP", f".B {n}", _escape(text)))]
     leaves = [_ref(ctx) for ctx in commands if not isinstance(ctx.command, TyperGroup)]
-    return "\n".join([*out, *_tail(leaves)]) + "\n"
+    return "\n".join([*out, *_tail(root, leaves)]) + "\n"
 
 
 def generate(date: datetime.date = DEFAULT_DATE) -> dict[str, str]:

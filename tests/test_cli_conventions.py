@@ -43,6 +43,14 @@ def test_a_missing_file_reads_the_same_in_every_command(tmp_path: Path) -> None:
         assert result.stdout == "", args
 
 
+def test_a_missing_project_file_reads_the_same(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    result = run("--config-file", str(missing), "config")
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"ckpt: error: {missing}: no such file\n")
+    directory = run("--config-file", str(tmp_path), "config")
+    assert directory.stderr == f"ckpt: error: {tmp_path}: is a directory, not a TOML file\n"
+
+
 @pytest.mark.parametrize("output_format", ["json", "sarif", "github"])
 def test_migrate_config_says_a_missing_file_in_machine_formats_too(tmp_path: Path, output_format: str) -> None:
     # The payload carries the diagnostic; the run's error (exit 2) is still said where operators look.
@@ -131,3 +139,60 @@ def test_migrate_config_machine_formats_say_each_diagnostic_once(output_format: 
         assert diagnostic not in result.stderr
         assert result.stdout.count(diagnostic[:60]) == 1, output_format
     assert config.read_bytes() == LEGACY
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggested"),
+    [
+        (["verfy-shape"], "'verify-shape'"),
+        (["inspct"], "'inspect'"),
+        (["lint"], "'lint-config'"),
+        (["retention"], "'plan retention'"),
+        (["inspect", "sumary"], "'summary'"),
+    ],
+)
+def test_a_misspelled_command_gets_a_did_you_mean(typed: list[str], suggested: str) -> None:
+    result = run(*typed)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"Error: No such command {typed[-1]!r}. Did you mean {suggested}?\n" in result.stderr, result.stderr
+
+
+def test_a_command_nothing_resembles_gets_no_suggestion() -> None:
+    result = run("xyzzy")
+    assert result.exit_code == 2
+    assert "Error: No such command 'xyzzy'.\n" in result.stderr and "Did you mean" not in result.stderr
+
+
+def test_piped_text_reports_are_at_least_120_columns_wide(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """verify-shape's rule table wrapped at 80 columns in a pipe while inspect used 160: one width for every
+    text report piped or written to --output (cli/console.py), --color always included."""
+    from deerflow_ckpt.rules import RULES
+
+    output = tmp_path / "report.txt"
+    runs = {
+        "piped": run("verify-shape", "-q", "--db", built_sqlite.db).stdout,
+        "coloured": run("verify-shape", "-q", "--db", built_sqlite.db, "--color", "always").stdout,
+        "process": run_ckpt("verify-shape", "-q", "--db", built_sqlite.db, process=True).stdout,
+    }
+    assert run("verify-shape", "-q", "--db", built_sqlite.db, "-o", str(output)).exit_code == 1
+    runs["file"] = output.read_text(encoding="utf-8")
+    for how, text in runs.items():
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", text)  # --color always styles the pipe
+        table = plain.split("Findings by rule\n", 1)[1].split("\nCK", 1)[0]
+        rows = {match[1]: match[0] for match in re.finditer(r"^ (CK\d{3}) .*$", table, re.M)}
+        assert len(rows) >= 3, (how, text)
+        # Each rule's row is one line, its whole title in it: nothing wrapped onto a next line.
+        for code, line in rows.items():
+            assert line.rstrip().endswith(RULES[code].title), (how, line)
+        assert len(table.splitlines()) == len(rows) + 2, (how, table)
+        # At 80 columns the widest rows wrapped their titles.
+        assert max(len(line.rstrip()) for line in rows.values()) > 80, how
+
+
+def test_the_piped_width_is_never_below_120_columns() -> None:
+    from deerflow_ckpt.cli.console import PIPED_WIDTH, file_console, text_console
+
+    assert PIPED_WIDTH >= 120
+    # Under pytest stdout is no terminal: the piped width, even when rich is told it is one (--color always).
+    assert text_console(None).width >= PIPED_WIDTH and text_console(True).width >= PIPED_WIDTH
+    assert file_console().width >= PIPED_WIDTH

@@ -13,6 +13,7 @@ import typer.main
 from typer.core import TyperGroup
 
 from deerflow_ckpt.cli.app import app
+from deerflow_ckpt.exitcodes import exit_statuses
 from tests.cli import run_ckpt
 from tests.test_manpages import contexts
 
@@ -64,7 +65,7 @@ def test_help_shows_no_python_types(path: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(path for path, group in command_paths() if group))
 def test_group_listings_show_whole_summaries(path: str) -> None:
-    listing = help_of(path).split("Commands:", 1)[1]
+    listing = help_of(path).split("Commands:", 1)[1].split("\nExit codes:", 1)[0]
     assert "..." not in listing, listing
     summaries = re.split(r"\n  \S+ +", "\n" + listing.strip("\n"))[1:]
     assert summaries and all(" ".join(s.split()).endswith(".") for s in summaries), listing
@@ -101,3 +102,19 @@ def test_every_output_option_has_its_short_form() -> None:
 def test_version_short_flag() -> None:
     result = run_ckpt("-V")
     assert result.exit_code == 0 and result.stdout.startswith("ckpt ")
+
+
+@pytest.mark.parametrize("path", sorted(COMMAND_PATHS | LEAVES))
+def test_help_lists_the_exit_codes(path: str) -> None:
+    """Every --help ends with what each exit code means for that command, from exitcodes.py's one table."""
+    words = path.split()
+    rows = exit_statuses(words[1] if len(words) > 1 else None)
+    section = help_of(path).split("\nExit codes:\n", 1)[1]
+    listed = re.findall(r"^  (\S+) +(.*(?:\n {5,}\S.*)*)", section, re.M)
+    assert [(code, " ".join(meaning.split())) for code, meaning in listed] == [
+        (code, " ".join(meaning.split())) for code, meaning in rows
+    ]
+    codes = [code for code, _ in listed]
+    assert codes[0] == "0" and codes[-2:] == ["2", "128+N"]
+    # Only the commands that report findings (and ckpt as a whole) ever exit 1.
+    assert ("1" in codes) == (len(words) == 1 or words[1] in ("migrate-config", "lint-config", "verify-shape"))

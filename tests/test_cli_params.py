@@ -1,10 +1,12 @@
-"""Option values coerced without pydantic (cli/params.py) come out exactly as typer's own coercion makes them.
+"""Option values coerced without pydantic (cli/params.py) come out exactly as typer's own coercion makes them,
+and every refusal is in ckpt's words, never pydantic's.
 
 Every option and argument of every command that takes the direct path is given the values an operator could
 type (each choice, other spellings of it, paths that exist as files or directories or not at all, text, lists,
 integers in and out of bounds and in pydantic's lax spellings) and coerced both ways: the same value of the
-same type, or the same refusal in the same words. And a migrate-config run, what pre-commit calls on every
-commit, and a verify-shape or inspect run that reads no config, import no pydantic.
+same type, or a refusal by both; where typer words it through pydantic ("Value error, ...", "Input should be
+..."), ckpt's own sentence instead, else the same words. And a migrate-config run, what pre-commit calls on
+every commit, and a verify-shape or inspect run that reads no config, import no pydantic.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
+import pytest
 import typer
 from typer._coercion import build_runtime_param
 
+from tests.cli import run_ckpt
 from tests.test_manpages import contexts
 
 
@@ -59,19 +63,32 @@ def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
     return "value", (result, kinds)
 
 
+# pydantic's phrasing, which typer's refusals carry: "Value error, 'x' is not one of ...", "Input should be ...".
+PYDANTIC_WORDING = ("Value error", "Input should", "pydantic", "validation error", "unable to parse")
+
+
 def test_every_direct_option_agrees_with_typer(tmp_path: Path) -> None:
     checked = set()
+    reworded = 0
     for ctx, param in _direct_params():
         ours = param._runtime_param
         theirs = build_runtime_param(param.type_descriptor)
         assert type(theirs).__name__ != "_DirectParam"
         for value in [None, *_samples(param.type_descriptor.annotation, tmp_path)]:
-            assert _outcome(ours, value, param, ctx) == _outcome(theirs, value, param, ctx), (
-                ctx.command_path,
-                param.name,
-                value,
+            where = (ctx.command_path, param.name, value)
+            (our_kind, our_outcome), (their_kind, their_outcome) = (
+                _outcome(ours, value, param, ctx),
+                _outcome(theirs, value, param, ctx),
             )
+            assert our_kind == their_kind, where
+            if our_kind == "value" or not any(words in their_outcome for words in PYDANTIC_WORDING):
+                assert our_outcome == their_outcome, where
+            else:
+                assert not any(words in our_outcome for words in PYDANTIC_WORDING), (where, our_outcome)
+                reworded += 1
         checked.add((ctx.command_path, param.name))
+    # Choices and bounded integers were refused, and said in ckpt's words.
+    assert reworded >= 100
     # The commands pre-commit runs, with their paths, choices and lists.
     assert {("ckpt migrate-config", "paths"), ("ckpt migrate-config", "output_format")} <= checked
     assert {
@@ -80,6 +97,32 @@ def test_every_direct_option_agrees_with_typer(tmp_path: Path) -> None:
         ("ckpt lint-config", "output"),
     } <= checked
     assert len(checked) >= 60
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--format", "jsn"], "'jsn' is not one of 'text', 'json', 'github', 'sarif' (did you mean json?)."),
+        (["--fail-on", "nope"], "'nope' is not one of 'error', 'warning', 'info'."),
+        (["--mode", "fulll"], "'fulll' is not one of 'full', 'delta' (did you mean full?)."),
+        (["--jobs", "0"], "'0' is not in the range x>=1."),
+        (["--jobs", "+0"], "'+0' is not in the range x>=1."),
+        (["--cadence", "-3"], "'-3' is not in the range x>=1."),
+        (["--jobs", "abc"], "'abc' is not a valid integer."),
+        (["--jobs", "1.5"], "'1.5' is not a valid integer."),
+    ],
+)
+def test_refusals_are_worded_by_ckpt(args: list[str], said: str) -> None:
+    result = run_ckpt("verify-shape", *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.rstrip("\n").endswith(f"Error: Invalid value for '{args[0]}': {said}"), result.stderr
+    assert not any(words in result.stderr for words in PYDANTIC_WORDING)
+
+
+def test_a_lax_integer_typer_takes_is_still_taken(tmp_path: Path) -> None:
+    """pydantic's lax spellings stay accepted (typer decides them): only the refusals changed words."""
+    result = run_ckpt("verify-shape", "-q", "--jobs", "1_0", "--db", str(tmp_path / "missing.db"))
+    assert (result.exit_code, result.stderr) == (2, f"ckpt: error: {tmp_path / 'missing.db'}: no such file\n")
 
 
 def test_integer_options_take_the_direct_path() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from deerflow_ckpt.analysis.storage import human_bytes
+from fixtures import plain_app
 from tests.cli import run_ckpt
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -37,7 +38,7 @@ def test_json_names_where_the_bytes_are(built_storage: Callable[[str], Any], bac
     built = built_storage(backend)
     document = _json("--db", str(built.after_deletes))
     manifest = built.after_deletes_manifest
-    assert document["schema_version"] == 3 and document["command"] == "inspect storage"
+    assert document["schema_version"] == 4 and document["command"] == "inspect storage"
     names = {relation["name"] for relation in document["relations"]}
     assert {"checkpoints"} <= names and ({"writes"} <= names or {"checkpoint_writes", "checkpoint_blobs"} <= names)
     channels = {(row["stored_in"], row["channel"]) for row in document["channels"]}
@@ -212,3 +213,29 @@ def test_the_database_named_on_stderr_cannot_drive_a_terminal(
     assert result.exit_code in (0, 1), result.stderr
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "a\\x1b[31mred\\x07.db" in result.stderr
+
+
+def test_a_store_written_within_a_second_has_not_enough_history_for_a_rate(tmp_path: Path) -> None:
+    """A plain LangGraph app's store written just now through the real SqliteSaver: no rate per week (its
+    seconds stretched to a week read +58 MiB/week), in text and json; csv is the series alone, as ever."""
+    database = plain_app.write_sqlite(tmp_path / "app.db")
+    text = run_ckpt("inspect", "storage", "--db", str(database), "--color", "never")
+    assert text.exit_code == 0, text.output
+    assert "  rate: not enough history (a rate per week needs a day since the first write" in text.stdout
+    assert "/week" not in text.stdout
+    rate = _json("--db", str(database))["rate"]
+    assert (rate["bytes_per_week"], rate["enough_history"]) == (None, False)
+    assert rate["checkpoints"] == plain_app.THREADS * plain_app.TURNS * 3 and rate["bytes"] > 0
+    assert rate["history_seconds"] < 24 * 3600
+    csv_run = run_ckpt("inspect", "storage", "--db", str(database), "--format", "csv")
+    assert csv_run.exit_code == 0 and "week" not in csv_run.stdout
+
+
+def test_a_store_written_over_days_has_a_rate(built_storage: Callable[[str], Any]) -> None:
+    built = built_storage("sqlite")
+    rate = _json("--db", str(built.db))["rate"]
+    assert rate["enough_history"] is True and rate["history_seconds"] > 24 * 3600
+    # The window is at most the week up to now: what it wrote, per week, is at least what it wrote.
+    assert rate["bytes_per_week"] >= rate["bytes"] > 0
+    text = run_ckpt("inspect", "storage", "--db", str(built.db), "--color", "never")
+    assert "up to now: +" in text.stdout and "/week written" in text.stdout and "not enough history" not in text.stdout

@@ -21,23 +21,24 @@ from tests.cli import CkptRun, run_ckpt
 from tests.conftest import BuiltDatabase
 from tests.test_ci_cli import CLEAN, CORPUS, FAULTY, FORK_ONLY, legacy_config
 
-# What `ckpt config` prints for each key no file sets.
+# What `ckpt config` prints for each key no file sets: a default the command works out when it runs in --help's
+# words, in parentheses (never "(not set)").
 DEFAULTS = [
-    ("db", "(not set)"),
+    ("db", "(from config.yaml)"),
     ("schema", '""'),
-    ("config", "(not set)"),
-    ("deerflow_root", "(not set)"),
-    ("cadence", "(not set)"),
+    ("config", "(found the way DeerFlow finds it)"),
+    ("deerflow_root", "(a checkout containing the working directory)"),
+    ("cadence", "(the config's effective value)"),
     ("max_supersteps", "5000"),
     ("clock_skew", '"5s"'),
     ("rolling_window", '"15m"'),
     ("network_timeout", '"120s"'),
-    ("statement_timeout", "(not set)"),
-    ("jobs", "(not set)"),
+    ("statement_timeout", "(the role's or the server's, unchanged)"),
+    ("jobs", "(one per 15,000 checkpoints, at most the idle CPUs and 4)"),
     ("format", '"text"'),
     ("fail_on", '"error"'),
     ("color", '"auto"'),
-    ("sqlite_base", "(not set)"),
+    ("sqlite_base", "(the current directory)"),
     ("assume_set", "[]"),
     ("allowed_types", "[]"),
     ("select", '["CK"]'),
@@ -75,6 +76,19 @@ def test_no_file_anywhere_prints_the_defaults(tmp_path: Path) -> None:
     result = show(tmp_path)
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout == expected_settings("none (none found)", {}, [])
+
+
+@pytest.mark.slow  # the first `ckpt config` imports every command's module
+def test_a_default_worked_out_at_run_time_reads_as_help_says_it(tmp_path: Path) -> None:
+    """--jobs showed "(not set)", though the command picks a count: now what --help says it picks."""
+    result = show(tmp_path)
+    assert "(not set)" not in result.stdout
+    verify_help = " ".join(run_ckpt("verify-shape", "--help").stdout.split())
+    jobs, source = setting(result, "jobs")
+    assert source == "default" and jobs.startswith("(one per ")
+    assert f"[default: {jobs}; x>=1]" in verify_help
+    for key in ("db", "config", "statement_timeout", "deerflow_root"):
+        assert f"[default: {setting(result, key)[0]}]" in verify_help, key
 
 
 def test_dotfile_in_the_working_directory(tmp_path: Path) -> None:
@@ -191,9 +205,11 @@ def test_isolated_reads_no_file(tmp_path: Path) -> None:
         ),
         (
             "[verify-shape]\nformat = 'jsn'\n",
-            "{path} [verify-shape]: format: Invalid value for '--format': Value "
-            "error, 'jsn' is not one of 'text', 'json', 'github', 'sarif'.",
+            "{path} [verify-shape]: format: 'jsn' is not one of 'text', 'json', 'github', 'sarif' "
+            "(did you mean json?).",
         ),
+        ("jobs = 0\n", "{path}: jobs: 0 is not in the range x>=1."),
+        ("color = 'nevr'\n", "{path}: color: 'nevr' is not one of 'auto', 'always', 'never' (did you mean never?)."),
     ],
 )
 def test_bad_settings_are_refused_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:
@@ -452,3 +468,45 @@ def test_a_list_valued_key_sets_a_repeatable_option(tmp_path: Path) -> None:
     assumed = rules()
     assert errors(assumed) == 1 and "CK509 info" in assumed
     assert rules("--assume-set", "OTHER") == unset
+
+
+@pytest.fixture(scope="module")
+def project_with_a_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A project whose pyproject.toml names its database (a plain LangGraph app's store, written through
+    SqliteSaver), and the directory below it a command runs from."""
+    from fixtures import plain_app
+
+    project = tmp_path_factory.mktemp("project")
+    plain_app.write_sqlite(project / "app.db")
+    (project / "pyproject.toml").write_text('[tool.ckpt]\ndb = "app.db"\n', encoding="utf-8")
+    (project / "src").mkdir()
+    return project, project / "src"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify-shape"],
+        ["inspect", "thread", "--top", "1"],
+        ["inspect", "summary"],
+        ["inspect", "storage"],
+        ["plan", "retention", "--keep-newest", "3", "--mode", "full"],
+        ["convert", "--to", "delta", "--output", "{out}"],
+    ],
+    ids=lambda args: " ".join(args[:2]),
+)
+def test_every_database_command_says_the_db_came_from_the_project_file(
+    project_with_a_db: tuple[Path, Path], tmp_path: Path, args: list[str]
+) -> None:
+    """verify-shape said "chosen via --db from <file>"; inspect, plan retention and convert said "--db" alone."""
+    project, work = project_with_a_db
+    argv = [arg.format(out=tmp_path / "converted.db") for arg in args]
+    result = run_ckpt(*argv, cwd=work)
+    assert result.exit_code in (0, 1), result.output
+    via = f"--db from {project / 'pyproject.toml'} [tool.ckpt]"
+    # On stderr when the command starts (inspect's text names the database only in its report), and in the report.
+    assert f"(chosen via {via})" in result.stdout + result.stderr, result.output
+    assert f"(chosen via {via})" in result.stdout or f"found via {via}" in result.stdout, result.stdout
+    if args[0] != "convert":  # its --output exists now
+        given = run_ckpt(*argv, "--db", str(project / "app.db"), cwd=work)
+        assert "(chosen via --db)" in given.stdout + given.stderr and "--db from" not in given.output

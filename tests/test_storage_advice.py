@@ -200,6 +200,25 @@ def test_a_store_younger_than_a_week_is_rated_over_its_own_span() -> None:
     assert recent_rate(WriteTimes(), now) is None
 
 
+def test_a_store_without_a_day_of_history_has_no_rate() -> None:
+    """354 KiB written in one second read as +58 MiB/week: a rate per week needs a day since the first write,
+    counted from the end of its hour (a write's time is known to its hour)."""
+    burst = _times((START, 135, 354 * 1024))
+    rate = recent_rate(burst, START + 20 * 60 * 10**9)
+    assert rate is not None and rate.bytes == 354 * 1024 and rate.checkpoints == 135
+    assert not rate.enough_history and rate.bytes_per_week is None and rate.history_ns == 0
+    surely_a_day = START + HOUR_NS + DAY_NS
+    almost = recent_rate(burst, surely_a_day - 1)
+    assert almost is not None and almost.bytes_per_week is None
+    # From then on the burst is a day's writing: 354 KiB over the 25 hours since its hour began, per week.
+    day = recent_rate(burst, surely_a_day)
+    assert day is not None and day.enough_history and day.history_ns == DAY_NS
+    assert day.bytes_per_week == 354 * 1024 * WEEK_NS / (HOUR_NS + DAY_NS)
+    # Writes spanning more than a day, read right after the last: a rate from their whole span.
+    spread = recent_rate(_times((START, 1, 100), (START + 2 * DAY_NS, 1, 100)), START + 2 * DAY_NS + 60 * 10**9)
+    assert spread is not None and spread.enough_history and spread.bytes_per_week == 200 * WEEK_NS / spread.window_ns
+
+
 def test_copies_are_merged_by_content_not_size() -> None:
     def value(digest: str, checkpoint_id: str) -> LargeValue:
         return LargeValue("t", "", StoredIn.BLOBS, "messages", "png", 5000, 1, checkpoint_id, digest)

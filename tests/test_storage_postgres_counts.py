@@ -186,7 +186,7 @@ def test_the_report_says_what_is_counted_and_what_is_not_known(copies: Copies) -
     assert f"the statistics count 0 live rows of {rows['checkpoints']:,}" in text.stdout
     result = run_ckpt("inspect", "storage", *db, "--format", "json")
     document = json.loads(result.stdout)
-    assert document["schema_version"] == 3 and document["postgres"]["stats_reset"] is None
+    assert document["schema_version"] == 4 and document["postgres"]["stats_reset"] is None
     first = document["relations"][0]
     assert (first["rows"], first["rows_exact"], first["statistics_rows"]) == (rows["checkpoints"], True, 0)
     assert (

@@ -35,6 +35,9 @@ EARLIEST_PLAUSIBLE_NS = from_datetime(datetime(2015, 1, 1, tzinfo=UTC))
 LATEST_PLAUSIBLE_AFTER_NOW_NS = DAY_NS
 # A store whose last write is older than this is idle: the rate says when it was last written.
 IDLE_NS = DAY_NS
+# A rate per week is said only from at least this much history: a store first written minutes ago would have
+# those minutes stretched to a week (354 KiB written in one second read as +58 MiB/week).
+MIN_RATE_HISTORY_NS = DAY_NS
 MIB = 1024 * 1024
 VACUUM_FREELIST_BYTES = 64 * MIB
 VACUUM_FREELIST_SHARE = 0.10
@@ -133,7 +136,8 @@ class Growth:
 
 @dataclass(frozen=True)
 class Rate:
-    """Bytes written in the week up to the run (or since the first write, on a younger store)."""
+    """Bytes written in the week up to the run (or since the first write, on a younger store); a rate per
+    week only when the store has a day of history (`enough_history`)."""
 
     window_ns: int
     bytes: int
@@ -142,9 +146,24 @@ class Rate:
     end_ns: int
     # The start of the last hour anything was written in (within the plausible range).
     last_write_ns: int
+    # The start of the first hour anything was written in (within the plausible range).
+    first_write_ns: int
 
     @property
-    def bytes_per_week(self) -> float:
+    def history_ns(self) -> int:
+        """How long the store has surely been written: a write's time is known to its hour, so from the end of
+        the first write's hour to the run."""
+        return max(0, self.end_ns - (self.first_write_ns + HOUR_NS))
+
+    @property
+    def enough_history(self) -> bool:
+        return self.history_ns >= MIN_RATE_HISTORY_NS
+
+    @property
+    def bytes_per_week(self) -> float | None:
+        """The window's bytes per week; None without a day of history ("not enough history")."""
+        if not self.enough_history:
+            return None
         return self.bytes * WEEK_NS / self.window_ns if self.window_ns else 0.0
 
     @property
@@ -192,7 +211,7 @@ def fold(times: WriteTimes, now_ns: int, unit: Unit | None = None) -> Growth:
 
 def recent_rate(times: WriteTimes, now_ns: int) -> Rate | None:
     """What the 7 days up to `now_ns` wrote (from the hour 7 days before it), or the whole history when it
-    is younger; None when no plausible hour wrote anything."""
+    is younger; None when no plausible hour wrote anything. Its rate per week needs a day of history."""
     hours = sorted((b for b in times.hours if plausible(b.start_ns, now_ns)), key=lambda b: b.start_ns)
     if not hours:
         return None
@@ -204,6 +223,7 @@ def recent_rate(times: WriteTimes, now_ns: int) -> Rate | None:
         checkpoints=sum(hour.checkpoints for hour in window),
         end_ns=now_ns,
         last_write_ns=hours[-1].start_ns,
+        first_write_ns=hours[0].start_ns,
     )
 
 

@@ -17,7 +17,7 @@ from deerflow_ckpt import __version__
 from deerflow_ckpt.cli.console import message as console_message
 from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError, Interrupted
-from deerflow_ckpt.exitcodes import ExitCode, signalled
+from deerflow_ckpt.exitcodes import ExitCode, exit_statuses, signalled
 from deerflow_ckpt.fileio import remember_inherited_descriptors
 from deerflow_ckpt.redact import redact
 
@@ -34,6 +34,7 @@ DEBUG_ENV = "CKPT_DEBUG"
 _CLICK_EXCEPTION: type[BaseException] = next(
     cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"
 )
+_USAGE_ERROR: type[Exception] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
 
 
 def _wants_traceback(ctx: Any) -> bool:
@@ -86,11 +87,30 @@ def _coerced_directly(params: list[Any]) -> list[Any]:
     return params
 
 
+def top_level_name(ctx: Any) -> str | None:
+    """The command under `ckpt` that `ctx` runs (`inspect` for `ckpt inspect thread`), None for `ckpt` itself."""
+    names = []
+    while ctx is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return names[-2] if len(names) > 1 else None
+
+
+def _format_exit_codes(ctx: Any, formatter: Any) -> None:
+    """--help's last section: what each exit code means for this command (exitcodes.py, the one table)."""
+    with formatter.section("Exit codes"):
+        formatter.write_dl(exit_statuses(top_level_name(ctx)))
+
+
 class _Command(TyperCommand):
     __slots__ = ()  # each command's class is swapped for this one: the layout must stay TyperCommand's
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _coerced_directly(super().get_params(ctx))
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        _format_exit_codes(ctx, formatter)
 
 
 class _Group(TyperGroup):
@@ -98,6 +118,10 @@ class _Group(TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _coerced_directly(super().get_params(ctx))
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        _format_exit_codes(ctx, formatter)
 
 
 class _Argument(TyperArgument):
@@ -162,7 +186,13 @@ class _CkptGroup(_Group):
         return result
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
+        try:
+            name, command, rest = super().resolve_command(ctx, args)
+        except _USAGE_ERROR as exc:
+            # typer suggests from the commands already built, none here (they load on first use): the table's.
+            if args and getattr(exc, "message", "").startswith("No such command"):
+                exc.message = f"No such command {args[0]!r}.{_suggestion(args[0])}"  # type: ignore[attr-defined]
+            raise
         if name is not None and command is not None:
             # The project file's values become the command's option defaults: the command line still wins.
             from deerflow_ckpt.cli import project_options
@@ -199,6 +229,20 @@ class _CkptGroup(_Group):
                 console_message(line)
         console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _suggestion(typo: str) -> str:
+    """The "Did you mean 'inspect'?" after a misspelled command, as typer words it for subcommands; a
+    subcommand's name given alone (`ckpt retention`) is suggested with its group. Empty when nothing is close."""
+    from difflib import get_close_matches  # only on the way to an error
+
+    # A name's first word (`ckpt lint`, `ckpt verify`) is too short for difflib to call it close.
+    matches = [name for name in COMMANDS if name.split("-")[0] == typo] or get_close_matches(typo, list(COMMANDS))
+    if not matches:
+        # Only now are the groups' modules imported, to read their subcommands' names.
+        nested = {sub: f"{name} {sub}" for name in COMMANDS for sub in getattr(load_command(name), "commands", {})}
+        matches = [nested[sub] for sub in get_close_matches(typo, list(nested))]
+    return f" Did you mean {', '.join(repr(match) for match in matches)}?" if matches else ""
 
 
 def _globals_first(args: list[str]) -> list[str]:
@@ -269,10 +313,7 @@ def _global_options(
         False, "--isolated", help="Read no project config file (pyproject.toml, .ckpt.toml)."
     ),
 ) -> None:
-    """The operator's command line for DeerFlow checkpoint storage.
-
-    Exit codes: 0 clean, 1 findings (or a file would change), 2 usage, config, I/O or internal error.
-    """
+    """The operator's command line for DeerFlow checkpoint storage (--help lists what each exit code means)."""
     # Before ckpt opens anything: -o /dev/fd/N may name only a descriptor its caller handed it.
     remember_inherited_descriptors()
 

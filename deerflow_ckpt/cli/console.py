@@ -35,16 +35,35 @@ def stdout_console(color: bool | None = None) -> Console:
     return _console(sys.stdout, color)
 
 
-# Columns for text that goes to a file or a pipe, where nobody's terminal limits the line.
+# The fewest columns of text that goes to a file or a pipe, where nobody's terminal limits the line (at least
+# the 120 the conventions promise; inspect's tables and charts were laid out for 160). The one place it is decided.
 PIPED_WIDTH = 160
 
 
-def text_console(color: bool | None) -> Console:
-    """stdout's console for a text report; piped or redirected, wide enough that table rows stay whole lines."""
-    console = stdout_console(color)
-    if not console.is_terminal:
-        console.width = max(console.width, PIPED_WIDTH)
+def _at_least_piped_width(console: Console) -> Console:
+    # rich measures the terminal on stdin or stderr when stdout is piped (80 when there is none): a wider one wins.
+    console.width = max(console.width, PIPED_WIDTH)
     return console
+
+
+def _is_a_terminal(file: TextIO) -> bool:
+    # The file itself, not rich's is_terminal, which --color always (force_terminal) makes true for a pipe.
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def text_console(color: bool | None) -> Console:
+    """stdout's console for a text report; piped or redirected, never narrower than PIPED_WIDTH or the
+    terminal, so table rows stay whole lines."""
+    console = stdout_console(color)
+    return console if _is_a_terminal(sys.stdout) else _at_least_piped_width(console)
+
+
+def file_console() -> Console:
+    """A console without colour for a text report captured into --output's file, as wide as a piped one."""
+    return _at_least_piped_width(stdout_console(color=False))
 
 
 def stderr_console(color: bool | None = None) -> Console:

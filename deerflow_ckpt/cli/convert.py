@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery, project_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
-from deerflow_ckpt.cli.console import PIPED_WIDTH, counting_checkpoints, info, is_quiet, stdout_console, text_console
+from deerflow_ckpt.cli.console import counting_checkpoints, file_console, info, is_quiet, text_console
 from deerflow_ckpt.config.keys import DEFAULT_CADENCE
 from deerflow_ckpt.fileio import terminable
 
@@ -31,6 +31,7 @@ class ConvertFormat(StrEnum):
 
 
 def convert(
+    ctx: typer.Context,
     to: ModeChoice = typer.Option(
         ..., "--to", metavar="MODE", help="delta (DeltaChannel at --snapshot-frequency) or full.", show_default=False
     ),
@@ -121,7 +122,8 @@ def convert(
 
     if to is ModeChoice.full and snapshot_frequency is not None:
         raise typer.BadParameter("--snapshot-frequency is for --to delta")
-    selection = database_options.select(db, schema, config, None, False, deerflow_root)
+    db_via = project_options.given_via(ctx, "db", "--db")
+    selection = database_options.select(db, schema, config, None, False, deerflow_root, db_via)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     inputs = database_options.input_files(selection)
     for written in (report_output, swap_script):
@@ -156,8 +158,7 @@ def convert(
     if report_output is None:
         render_conversion(report, text_console(color.flag()))
         return
-    console = stdout_console(color=False)
-    console.width = max(console.width, PIPED_WIDTH)
+    console = file_console()
     with console.capture() as capture:
         render_conversion(report, console)
     delivery.deliver(capture.get(), report_output)

@@ -30,8 +30,8 @@ DB_OPTION = typer.Option(
     None,
     "--db",
     metavar="PATH|DSN",
-    help="SQLite file or postgresql:// DSN (+driver suffixes accepted). Default: from config.yaml.",
-    show_default=False,
+    help="SQLite file or postgresql:// DSN (+driver suffixes accepted).",
+    show_default="from config.yaml",
 )
 SCHEMA_OPTION = typer.Option(
     "", "--schema", metavar="SCHEMA", help="Postgres schema holding the checkpoint tables.", show_default=False
@@ -40,11 +40,16 @@ CONFIG_OPTION = typer.Option(
     None,
     "--config",
     metavar="FILE",
-    help="DeerFlow config.yaml (default: found the way DeerFlow finds it).",
-    show_default=False,
+    help="DeerFlow config.yaml.",
+    show_default="found the way DeerFlow finds it",
 )
 CADENCE_OPTION = typer.Option(
-    None, "--cadence", min=1, metavar="K", help="Expected snapshot_frequency K (default: the config's effective value)."
+    None,
+    "--cadence",
+    min=1,
+    metavar="K",
+    help="Expected snapshot_frequency K.",
+    show_default="the config's effective value",
 )
 # analysis/mode.ChannelMode's values, spelled out so `ckpt --help` does not import the analysis stack.
 ModeChoice = Literal["full", "delta"]
@@ -93,8 +98,8 @@ STATEMENT_TIMEOUT_OPTION = typer.Option(
     None,
     "--statement-timeout",
     metavar="DURATION",
-    help="Postgres: a statement_timeout for the scan (default: the role's or the server's, unchanged).",
-    show_default=False,
+    help="Postgres: a statement_timeout for the scan.",
+    show_default="the role's or the server's, unchanged",
 )
 VERBOSE_OPTION = typer.Option(
     False,

@@ -16,8 +16,8 @@ DEERFLOW_ROOT_OPTION = typer.Option(
     "--deerflow-root",
     metavar="DIR",
     help="The DeerFlow checkout or install (a venv or site-packages): its .env and legacy config.yaml places are "
-    "DeerFlow's. Default: a checkout containing the working directory.",
-    show_default=False,
+    "DeerFlow's.",
+    show_default="a checkout containing the working directory",
 )
 
 

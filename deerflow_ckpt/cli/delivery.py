@@ -104,7 +104,7 @@ def emit_report(
     report: Report, output_format: ReportFormat, output: Path | None, exit_code: ExitCode, color: ColorChoice
 ) -> None:
     """The report in its format, to stdout or --output; text is coloured only on stdout."""
-    from deerflow_ckpt.cli.console import message, stdout_console
+    from deerflow_ckpt.cli.console import file_console, message, text_console
 
     if output_format is ReportFormat.json:
         deliver(report.json_document(), output)
@@ -118,9 +118,9 @@ def emit_report(
         annotations = report.annotations()
         deliver(to_sarif(annotations, command=report.command, exit_code=int(exit_code), version=__version__), output)
     elif output is None:
-        report.render_text(stdout_console(color.flag()))
+        report.render_text(text_console(color.flag()))
     else:
-        console = stdout_console(color=False)
+        console = file_console()
         with console.capture() as capture:
             report.render_text(console)
         deliver(capture.get(), output)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, project_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import counting_checkpoints, info, is_quiet, stderr_console, text_console
 from deerflow_ckpt.errors import StoreError
@@ -67,13 +67,14 @@ def _open(
     announce: bool = False,
     verbose: bool = False,
     mode: database_options.ModeChoice | None = None,
+    db_via: str = "--db",
 ) -> Inspection:
     """The chosen database, opened; `announce` names it on stderr, for a format whose report does not (text
     and json say which database they describe)."""
     from deerflow_ckpt.commands.inspect import open_inspection
 
     selection = database_options.with_timeouts(
-        database_options.select(db, schema, config, cadence, immutable, deerflow_root), *timeouts
+        database_options.select(db, schema, config, cadence, immutable, deerflow_root, db_via), *timeouts
     )
     if announce:
         target = selection.choice.target
@@ -145,6 +146,7 @@ def _emit(
 
 @inspect_app.command("thread")
 def thread(
+    ctx: typer.Context,
     thread_ids: list[str] | None = typer.Argument(
         None, metavar="THREAD_ID", help="Threads to inspect.", show_default=False
     ),
@@ -217,6 +219,7 @@ def thread(
         announce=output_format is InspectFormat.csv,
         verbose=verbose,
         mode=mode,
+        db_via=project_options.given_via(ctx, "db", "--db"),
     )
     scope = inspection.scope
     if thread_ids:
@@ -233,6 +236,7 @@ def thread(
 
 @inspect_app.command("summary")
 def summary(
+    ctx: typer.Context,
     heaviest: int = typer.Option(
         10, "--heaviest", min=0, metavar="N", help="How many of the heaviest threads to list."
     ),
@@ -275,6 +279,7 @@ def summary(
         announce=output_format is InspectFormat.csv,
         verbose=verbose,
         mode=mode,
+        db_via=project_options.given_via(ctx, "db", "--db"),
     )
     scope = inspection.scope
     show_progress = output_format is InspectFormat.text and sys.stderr.isatty() and not is_quiet()
@@ -300,6 +305,7 @@ def summary(
 
 @inspect_app.command("storage")
 def storage(
+    ctx: typer.Context,
     top: int = typer.Option(
         10, "--top", min=0, metavar="N", help="How many of the heaviest threads to list, each with its growth."
     ),
@@ -334,7 +340,11 @@ def storage(
     from deerflow_ckpt.store.storage import StorageRequest
 
     selection = database_options.with_timeouts(
-        database_options.select(db, schema, config, None, immutable, deerflow_root), network_timeout, statement_timeout
+        database_options.select(
+            db, schema, config, None, immutable, deerflow_root, project_options.given_via(ctx, "db", "--db")
+        ),
+        network_timeout,
+        statement_timeout,
     )
     if output_format is InspectFormat.csv:
         target = selection.choice.target

@@ -30,8 +30,8 @@ def lint_config(
         "--sqlite-base",
         metavar="DIR",
         help="The directory DeerFlow runs in (its gateway runs from backend/): relative sqlite_dir values, and "
-        "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it. Default: the current directory.",
-        show_default=False,
+        "the project root when DEER_FLOW_PROJECT_ROOT is unset, resolve against it.",
+        show_default="the current directory",
     ),
     output_format: ReportFormat = ci_options.FORMAT_OPTION,
     output: Path | None = ci_options.OUTPUT_OPTION,
@@ -68,9 +68,6 @@ def lint_config(
     Postgres server, database and schema) must agree on checkpoint_channel_mode and, in delta mode, on
     the effective cadence (CK510). DeerFlow resolves a relative sqlite_dir against its process's
     working directory; ckpt resolves it against --sqlite-base.
-
-    Exit codes: 0 no findings at or above --fail-on, 1 findings at or above it, 2 a file could not be
-    read (a file that is not valid YAML, or that DeerFlow would refuse, is a CK500 finding instead).
     """
     rules = project_options.rule_selection(ctx, COMMAND, select, extend_select, ignore, severity)
     base = resolved(sqlite_base or Path.cwd())

@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery
+from deerflow_ckpt.cli import ci_options, database_options, deerflow_options, delivery, project_options
 from deerflow_ckpt.cli.ci_options import ColorChoice
 from deerflow_ckpt.cli.console import (
-    PIPED_WIDTH,
     counting_checkpoints,
+    file_console,
     info,
     is_quiet,
     message,
-    stdout_console,
     text_console,
 )
 from deerflow_ckpt.fileio import terminable
@@ -43,6 +42,7 @@ plan_app = typer.Typer(
 
 @plan_app.command("retention")
 def retention(
+    ctx: typer.Context,
     keep_newest: int | None = typer.Option(
         None, "--keep-newest", min=1, metavar="N", help="Keep the newest N checkpoints of each thread and namespace."
     ),
@@ -117,7 +117,8 @@ def retention(
         raise typer.BadParameter(
             "name a policy: --keep-newest N, --keep-since TIME, --keep-heads-only or --only-safe-shapes"
         )
-    selection = database_options.select(db, schema, config, None, immutable, deerflow_root)
+    db_via = project_options.given_via(ctx, "db", "--db")
+    selection = database_options.select(db, schema, config, None, immutable, deerflow_root, db_via)
     selection = database_options.with_timeouts(selection, network_timeout, statement_timeout)
     delivery.refuse_output_onto(output, database_options.input_files(selection))
     target = selection.choice.target
@@ -158,8 +159,7 @@ def _deliver(
         if output is None:
             render_plan(plan, text_console(color.flag()), top)
         else:
-            console = stdout_console(color=False)
-            console.width = max(console.width, PIPED_WIDTH)
+            console = file_console()
             with console.capture() as capture:
                 render_plan(plan, console, top)
             delivery.deliver(capture.get(), output)

@@ -78,7 +78,8 @@ def default_map(command: Any, project: ProjectConfig, table: str, ctx: Any) -> d
             try:
                 param.process_value(ctx, value)
             except typer.BadParameter as exc:
-                raise ConfigError(f"{where}: {key}: {exc.format_message()}") from None
+                # The key names what is wrong; click's "Invalid value for '--format'" would name an option not given.
+                raise ConfigError(f"{where}: {key}: {exc.message}") from None
             defaults[param.name] = value
     for name, sub in getattr(command, "commands", {}).items():
         defaults[name] = default_map(sub, project, table, ctx)

@@ -12,8 +12,10 @@ from deerflow_ckpt.exitcodes import ExitCode
 
 
 def _option_defaults() -> dict[str, Any]:
-    """Each key's default, as the first command taking its option declares it (they agree: one option object)."""
+    """Each key's default, as the first command taking its option declares it (they agree: one option object);
+    a default the command works out when it runs (None, with --help's description of it) as that description."""
     from deerflow_ckpt.cli.app import COMMANDS, load_command
+    from deerflow_ckpt.commands.show_config import WorkedOut
 
     by_param = {spec.param: key for key, spec in KEYS.items()}
     defaults: dict[str, Any] = {"select": ["CK"], "extend_select": [], "ignore": []}
@@ -25,7 +27,9 @@ def _option_defaults() -> dict[str, Any]:
         for param in command.params:
             key = by_param.get(param.name or "")
             if key is not None and key not in defaults:
-                defaults[key] = param.default
+                # Options have show_default, arguments none.
+                how = getattr(param, "show_default", None)
+                defaults[key] = WorkedOut(how) if param.default is None and isinstance(how, str) else param.default
         pending += getattr(command, "commands", {}).values()
     return defaults
 

@@ -83,8 +83,7 @@ def verify_shape(
 
     Reads only: SQLite through a mode=ro URI, Postgres in read-only transactions. Blobs are never
     loaded with LangGraph's serializer. Each checkpoint is judged against the cadence in force when it
-    was written (a clean change of K is reported once, as information). Exit 1 when findings at or
-    above --fail-on exist.
+    was written (a clean change of K is reported once, as information).
     """
     from deerflow_ckpt.analysis.shape import ShapeSettings
     from deerflow_ckpt.analysis.timeline import TimelineSettings

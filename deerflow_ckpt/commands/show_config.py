@@ -12,10 +12,18 @@ DEFAULT = "default"
 
 
 @dataclass(frozen=True)
+class WorkedOut:
+    """A default the command works out when it runs, in its --help's words: --jobs's "one per 15,000
+    checkpoints, ...", --db's "from config.yaml"."""
+
+    how: str
+
+
+@dataclass(frozen=True)
 class Setting:
     # `fail_on`, `verify-shape.format`, `severity.CK205`.
     key: str
-    # None: not set (the command chooses, e.g. the database from config.yaml).
+    # A WorkedOut when the command decides at run time; None: not set, and nothing says how it is decided.
     value: Any
     source: str
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from deerflow_ckpt.errors import ConfigError, did_you_mean
+from deerflow_ckpt.fileio import NO_SUCH_FILE
 
 PYPROJECT = "pyproject.toml"
 DOTFILE = ".ckpt.toml"
@@ -130,6 +131,11 @@ def load_project_config(config_file: Path | None, isolated: bool, cwd: Path) -> 
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
+    except FileNotFoundError:
+        # The wording every command uses for a file that is not there.
+        raise ConfigError(f"{path}: {NO_SUCH_FILE}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a TOML file") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 

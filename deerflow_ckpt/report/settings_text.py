@@ -7,15 +7,18 @@ from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 
-from deerflow_ckpt.commands.show_config import Setting
+from deerflow_ckpt.commands.show_config import Setting, WorkedOut
 from deerflow_ckpt.config.project import ProjectConfig
 from deerflow_ckpt.report.printable import printable
 
 
 def _toml(value: object) -> str:
-    """The value as TOML writes it (a JSON string is a TOML basic string); `(not set)` for None."""
+    """The value as TOML writes it (a JSON string is a TOML basic string); a default the command works out, in
+    parentheses as --help shows it; `(not set)` for None."""
     if value is None:
         return "(not set)"
+    if isinstance(value, WorkedOut):
+        return f"({value.how})"
     if isinstance(value, Enum):
         value = value.value
     if isinstance(value, Path):

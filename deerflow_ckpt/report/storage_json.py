@@ -16,7 +16,9 @@ from deerflow_ckpt.store.storage import ChannelBytes, SqliteFiles
 # tool outputs, vacuum and heap/TOAST figures, legacy files with their -wal and -shm.
 # 3: Postgres relations' rows counted (rows_exact, statistics_rows beside them), dead_rows null when not
 # known (dead_rows_unknown says why, dead_rows_source where known ones come from), postgres.stats_reset.
-JSON_SCHEMA_VERSION = 3
+# 4: the rate's bytes_per_week is null without a day of history (enough_history false), and history_seconds
+# and first_write_hour say how much there is.
+JSON_SCHEMA_VERSION = 4
 # series "store" or "thread" (then thread_id names it); unit is the bucket's, or for a row that is not a
 # bucket (start empty) what it counts: "untimed", "out of range", "unnamed blobs" (blob rows in blob_rows).
 CSV_HEADER = ("series", "thread_id", "unit", "start", "checkpoints", "bytes", "blob_rows")
@@ -45,7 +47,11 @@ def _rate(rate: Rate) -> dict[str, Any]:
         "window_end": format_time(rate.end_ns),
         "bytes": rate.bytes,
         "checkpoints": rate.checkpoints,
-        "bytes_per_week": round(rate.bytes_per_week),
+        # null: not enough history for a rate per week (less than a day since the first write's hour ended).
+        "bytes_per_week": None if rate.bytes_per_week is None else round(rate.bytes_per_week),
+        "enough_history": rate.enough_history,
+        "history_seconds": rate.history_ns // 10**9,
+        "first_write_hour": format_time(rate.first_write_ns),
         "last_write_hour": format_time(rate.last_write_ns),
         "idle_seconds": rate.idle_ns // 10**9,
     }

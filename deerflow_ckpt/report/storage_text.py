@@ -7,7 +7,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from deerflow_ckpt.analysis.storage import IDLE_NS, Growth, Unit, Urgency, human_bytes, vacuum_needs
+from deerflow_ckpt.analysis.storage import (
+    DAY_NS,
+    IDLE_NS,
+    MIN_RATE_HISTORY_NS,
+    Growth,
+    Unit,
+    Urgency,
+    human_bytes,
+    vacuum_needs,
+)
 from deerflow_ckpt.commands.inspect_storage import StorageInspection
 from deerflow_ckpt.report.inspect_text import CountBar, can_draw_blocks
 from deerflow_ckpt.report.printable import printable
@@ -23,6 +32,7 @@ _SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = ".:-=+*#@"
 # A bucket is named by as much of its start as tells it apart: a month by year-month, a day or week by date.
 _BUCKET_LABEL = {Unit.HOUR: 16, Unit.DAY: 10, Unit.WEEK: 10, Unit.MONTH: 7}
+_RATE_HISTORY = "a day" if MIN_RATE_HISTORY_NS == DAY_NS else format_duration(MIN_RATE_HISTORY_NS)
 _UNIT_PHRASE = {Unit.HOUR: "hour", Unit.DAY: "day", Unit.WEEK: "week (from Monday)", Unit.MONTH: "month"}
 
 
@@ -194,11 +204,19 @@ def _growth(inspection: StorageInspection, console: Console) -> None:
         _chart(growth, console)
     rate = inspection.rate
     if rate is not None:
-        console.print(
-            f"  at the rate of the last {format_duration(rate.window_ns)} up to now: "
-            f"+{human_bytes(rate.bytes_per_week)}/week written ({rate.checkpoints:,} checkpoints in that time; "
-            "deleted rows are reused before the file grows)"
-        )
+        per_week = rate.bytes_per_week
+        if per_week is None:
+            console.print(
+                f"  rate: not enough history (a rate per week needs {_RATE_HISTORY} since the first write, which was "
+                f"in the hour from {format_time(rate.first_write_ns)}; {human_bytes(rate.bytes)} in "
+                f"{rate.checkpoints:,} checkpoints so far)"
+            )
+        else:
+            console.print(
+                f"  at the rate of the last {format_duration(rate.window_ns)} up to now: "
+                f"+{human_bytes(per_week)}/week written ({rate.checkpoints:,} checkpoints in that time; "
+                "deleted rows are reused before the file grows)"
+            )
         if rate.idle_ns > IDLE_NS:
             console.print(
                 f"  last write {format_duration(rate.idle_ns)} ago (in the hour from {format_time(rate.last_write_ns)})"
