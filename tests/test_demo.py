@@ -71,5 +71,7 @@ def test_lint_config_passes_the_demo_without_assume_set(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     # Only the deprecated key the quick start migrates: no CK500 for a variable unset here.
     assert [(f["rule"], f["line"]) for f in document["findings"]] == [("CK501", 18)]
+    (entry,) = document["files"]
+    assert (entry["yaml_valid"], entry["database_valid"]) == (True, True)
     text = run_ckpt("lint-config", "--color", "never", cwd=tmp_path)
     assert text.exit_code == 0 and "1 config file: 0 errors, 1 warning, 0 info.\n" in text.stdout
