@@ -286,9 +286,9 @@ RULES: dict[RuleCode, Rule] = {
         Rule(
             RuleCode.CK513,
             Severity.ERROR,
-            "config DeerFlow loads but cannot start with",
-            "the file loads, and the process stops at startup when it builds its checkpointer; set the value the "
-            "message names",
+            "checkpoint setting DeerFlow accepts but cannot start with",
+            "DeerFlow's loader accepts it, and the process stops at startup when it builds its checkpointer; set the "
+            "value the message names",
         ),
         Rule(
             RuleCode.CK510,

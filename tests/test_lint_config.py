@@ -19,6 +19,7 @@ from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
 from deerflow_ckpt.dsn import parse_dsn
 from deerflow_ckpt.rules import RULES
 from tests.cli import CkptRun, run_ckpt
+from tests.deerflow_reference import REFUSALS, load_app_config
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "lint_configs"
@@ -83,6 +84,12 @@ EXPECTED: dict[str, list[tuple[str, int | None]]] = {
 }
 # The variables the clean configs reference: DeerFlow refuses a file whose $VAR is unset (CK500).
 CLEAN_ENV = {"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test"}
+# The text report's last line: what lint-config verified, never that DeerFlow loads the file.
+CHECKED_ONE = (
+    "Checked: the YAML and $VAR references of the whole file, and its database: and checkpointer: sections. "
+    "DeerFlow's other sections (sandbox:, models: and the rest) are not checked, so this does not say whether "
+    "DeerFlow loads it."
+)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -175,28 +182,29 @@ def test_checkpointer_section_names_where_checkpoints_really_go(tmp_path: Path) 
     )
 
 
-# DeerFlow loads both files (DatabaseConfig.postgres_url and CheckpointerConfig.connection_string accept
+# DeerFlow's loader accepts both sections (DatabaseConfig.postgres_url and CheckpointerConfig.connection_string accept
 # "" and None) and its providers raise when the process starts: bytedance/deer-flow f1f4af99,
 # backend/packages/harness/deerflow/runtime/checkpointer/provider.py lines 45, 75-77 and 137-139,
 # runtime/checkpointer/async_provider.py lines 129-131 and 171-173 (the store providers say the same).
 STARTUP_FAILURES = {
     "postgres_without_url": (
         "postgres_without_url.yaml:3: CK513 error: database.backend: postgres without a postgres_url: DeerFlow "
-        'loads the file, then stops at startup with "database.postgres_url is required for the postgres backend"\n'
+        'accepts the section when it loads the config, then stops at startup with "database.postgres_url is required '
+        'for the postgres backend"\n'
     ),
     "checkpointer_postgres_without_url": (
         "checkpointer_postgres_without_url.yaml:3: CK513 error: checkpointer.type: postgres without a "
-        "connection_string: DeerFlow loads the file, then stops at startup with "
+        "connection_string: DeerFlow accepts the section when it loads the config, then stops at startup with "
         '"checkpointer.connection_string is required for the postgres backend"\n'
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(STARTUP_FAILURES))
-def test_postgres_without_a_dsn_loads_and_then_cannot_start_in_both_sections(name: str) -> None:
+def test_postgres_without_a_dsn_is_accepted_and_then_cannot_start_in_both_sections(name: str) -> None:
     result = ckpt("--color", "never", f"{name}.yaml", cwd=FIXTURES)
     assert result.exit_code == 1
-    assert result.stdout == STARTUP_FAILURES[name] + "\n1 config file: 1 error, 0 warnings, 0 info.\n"
+    assert result.stdout == STARTUP_FAILURES[name] + f"\n1 config file: 1 error, 0 warnings, 0 info.\n{CHECKED_ONE}\n"
     # No process starts with it, so it shares no database with other configs.
     assert lint(FIXTURES / f"{name}.yaml").facts is None
 
@@ -521,8 +529,9 @@ def test_json_document() -> None:
     result = ckpt("--format", "json", str(SHARED / "sqlite_gateway.yaml"), str(SHARED / "sqlite_worker.yaml"))
     assert result.exit_code == 1 and result.stderr == ""
     document = json.loads(result.stdout)
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
     assert document["command"] == "lint-config"
+    assert document["checked"] == {"whole_file": ["yaml", "variables"], "sections": ["database", "checkpointer"]}
     assert document["exit_code"] == 1
     assert document["summary"] == {
         "files": 2,
@@ -534,6 +543,7 @@ def test_json_document() -> None:
         (str(SHARED / "sqlite_worker.yaml"), 2, "CK510", "error"),
     ]
     gateway = document["files"][0]
+    assert (gateway["yaml_valid"], gateway["database_valid"]) == (True, True) and "loads" not in gateway
     assert gateway["channel_mode"] == {
         "value": "delta",
         "line": 6,
@@ -727,3 +737,82 @@ def test_cadence_spelt_so_yaml_11_reads_another_number(
         assert f"{written} is read by DeerFlow (PyYAML, YAML 1.1) as {read_as}" in findings[0]["message"]
     else:
         assert result.exit_code == 0 and findings == []
+
+
+# -- what lint-config verified, and never more -----------------------------------------------------------
+
+# DeerFlow refuses each of these for a section lint-config does not read (tests/deerflow_reference.py:
+# `sandbox:` has no default, max_recursion_limit >= 1); their checkpoint sections are clean.
+OUTSIDE_DATABASE = {
+    "no sandbox": "database:\n  backend: sqlite\n  checkpoint_channel_mode: delta\n",
+    "null sandbox": "sandbox:\ndatabase:\n  backend: sqlite\n",
+    "max_recursion_limit 0": (
+        "max_recursion_limit: 0\nsandbox:\n  use: deerflow.sandbox.local:LocalSandboxProvider\n"
+        "database:\n  backend: sqlite\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUTSIDE_DATABASE))
+def test_a_file_deerflow_refuses_outside_database_passes_without_a_claim_that_it_loads(
+    case: str, tmp_path: Path
+) -> None:
+    text = OUTSIDE_DATABASE[case]
+    with pytest.raises(REFUSALS):
+        load_app_config(text, {})
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    result = ckpt("--color", "never", str(config))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith(f"1 config file: no findings.\n{CHECKED_ONE}\n")
+    assert "loads the file" not in result.stdout
+    document = json.loads(ckpt("--format", "json", str(config)).stdout)
+    (entry,) = document["files"]
+    assert "loads" not in entry
+    assert (entry["yaml_valid"], entry["database_valid"]) == (True, True)
+    assert document["checked"]["sections"] == ["database", "checkpointer"]
+    github = ckpt("--format", "github", str(config))
+    assert github.stdout == ""
+    assert "Linted 1 config file(s) (YAML, $VAR references, database: and checkpointer: only)" in github.stderr
+
+
+def test_the_checked_line_names_every_file(tmp_path: Path) -> None:
+    result = ckpt("--color", "never", str(SHARED / "sqlite_agrees.yaml"), str(DEERFLOW_CLEAN))
+    assert result.stdout.splitlines()[-1] == (
+        "Checked: the YAML and $VAR references of each whole file, and their database: and checkpointer: sections. "
+        "DeerFlow's other sections (sandbox:, models: and the rest) are not checked, so this does not say whether "
+        "DeerFlow loads them."
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "environ", "verdicts"),
+    [
+        ("clean_delta", {}, (True, True)),
+        ("invalid_yaml", {}, (False, None)),
+        ("multi_document", {}, (False, None)),
+        ("database_not_mapping", {}, (True, False)),
+        ("rejected_values", {}, (True, False)),
+        ("delta_null", {}, (True, False)),
+        ("postgres_without_url", {}, (True, False)),
+        # A `$VAR` the database: section reads: its value is unknown here, and so is the verdict.
+        ("env_references", {}, (True, None)),
+        ("env_references", {"DATABASE_URL": "postgresql://db/deerflow", "SNAPSHOT_FREQUENCY": "250"}, (True, True)),
+    ],
+)
+def test_json_says_what_it_verified_of_each_file(
+    name: str, environ: dict[str, str], verdicts: tuple[bool, bool | None]
+) -> None:
+    document = json.loads(ckpt("--format", "json", str(FIXTURES / f"{name}.yaml"), env=environ).stdout)
+    (entry,) = document["files"]
+    assert (entry["yaml_valid"], entry["database_valid"]) == verdicts
+    assert "loads" not in entry
+
+
+def test_an_unset_variable_outside_database_is_ck500_and_leaves_the_database_verdict(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("models: [$MISSING]\ndatabase:\n  backend: sqlite\n")
+    result = ckpt("--format", "json", str(config))
+    document = json.loads(result.stdout)
+    assert result.exit_code == 1 and [(f["rule"], f["line"]) for f in document["findings"]] == [("CK500", 1)]
+    assert (document["files"][0]["yaml_valid"], document["files"][0]["database_valid"]) == (True, True)

@@ -58,7 +58,7 @@ def lint_config(
     Values are read as DeerFlow reads them: PyYAML (YAML 1.1), $VAR references resolved from this
     command's environment (an unset one is reported and its value treated as unknown), the file
     defaults, the legacy-key shim (its warnings printed verbatim) and pydantic's rules. Reported: values
-    DeerFlow refuses to load (CK500), settings it loads but cannot start with (CK513: Postgres without a
+    DeerFlow refuses to load (CK500), settings it accepts but cannot start with (CK513: Postgres without a
     DSN) and what it silently accepts: cadences read otherwise than written (true
     as 1, 010 as 8), unknown keys it ignores, the deprecated flat key, both cadence keys set,
     checkpoint_delta in full mode, a legacy checkpointer: section that overrides database:, duplicate
@@ -68,6 +68,10 @@ def lint_config(
     Postgres server, database and schema) must agree on checkpoint_channel_mode and, in delta mode, on
     the effective cadence (CK510). DeerFlow resolves a relative sqlite_dir against its process's
     working directory; ckpt resolves it against --sqlite-base.
+
+    Checked: each file's YAML and $VAR references, and its database: and checkpointer: sections; the
+    report and json (yaml_valid, database_valid) say so. DeerFlow's other sections are not read: a file
+    with no findings can still be one DeerFlow refuses (no sandbox:, max_recursion_limit: 0).
     """
     rules = project_options.rule_selection(ctx, COMMAND, select, extend_select, ignore, severity)
     base = resolved(sqlite_base or Path.cwd())

@@ -40,7 +40,7 @@ class Refusal(Enum):
 
     # AppConfig.from_file raises (pydantic rejects a value): nothing of the file is used.
     LOAD = "load"
-    # The file loads; the checkpointer or store provider raises when the process starts.
+    # DeerFlow's loader accepts the value; the checkpointer or store provider raises when the process starts.
     STARTUP = "startup"
 
 
@@ -163,7 +163,8 @@ def checkpoint_identity(
             if not override.connection_string:
                 # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
                 return Unlocated(
-                    "postgres without a connection_string: DeerFlow loads the file, then stops at startup with "
+                    "postgres without a connection_string: DeerFlow accepts the section when it loads the config, then "
+                    "stops at startup with "
                     '"checkpointer.connection_string is required for the postgres backend"',
                     refused=Refusal.STARTUP,
                 )
@@ -179,7 +180,8 @@ def checkpoint_identity(
         if not settings.postgres_url:
             # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
             return Unlocated(
-                "postgres without a postgres_url: DeerFlow loads the file, then stops at startup with "
+                "postgres without a postgres_url: DeerFlow accepts the section when it loads the config, then stops at "
+                "startup with "
                 '"database.postgres_url is required for the postgres backend"',
                 refused=Refusal.STARTUP,
             )
@@ -193,6 +195,7 @@ def _postgres_or_unlocated(dsn: str, schema: str) -> DatabaseIdentity | Unlocate
     except DsnError as exc:
         # The models take any string; the providers' pools fail on it when the process starts.
         return Unlocated(
-            f"the PostgreSQL DSN cannot be used: {exc}; DeerFlow loads the file, then stops at startup",
+            f"the PostgreSQL DSN cannot be used: {exc}; DeerFlow accepts it when it loads the config, then stops at "
+            "startup",
             refused=Refusal.STARTUP,
         )

@@ -115,9 +115,19 @@ class CheckpointFacts:
 
 @dataclass(frozen=True)
 class FileLint:
+    """What lint-config verified in one file: the YAML of the whole file and its checkpoint sections.
+
+    DeerFlow's other sections (sandbox:, models:, ...) are not checked, so no field here says the file loads.
+    """
+
     findings: tuple[Finding, ...]
-    # None when DeerFlow cannot load the file: no process runs with it, so it shares nothing.
+    # None when DeerFlow refuses the YAML or the checkpoint sections: no process runs with it, so it shares nothing.
     facts: CheckpointFacts | None
+    # UTF-8 text that yaml.safe_load reads to one mapping, as AppConfig.from_file needs.
+    yaml_valid: bool
+    # database: and checkpointer: accepted by DeerFlow's models and startable; None when not known: the YAML
+    # failed, or a `$VAR` they read is unset here (its value unknown).
+    database_valid: bool | None
 
 
 def lint_config_bytes(
@@ -129,7 +139,7 @@ def lint_config_bytes(
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         finding = Finding(RuleCode.CK500, line, f"not UTF-8 text (byte {exc.start}); DeerFlow cannot read the file")
-        return FileLint((finding,), None)
+        return FileLint((finding,), None, yaml_valid=False, database_valid=None)
     return lint_config_text(text, environ, cwd, assumed)
 
 
@@ -150,7 +160,7 @@ def lint_config_text(
             mode=replace(facts.mode, line=embedded.outer_line(facts.mode.line)),
             cadence=replace(facts.cadence, line=embedded.outer_line(facts.cadence.line)),
         )
-    return FileLint(findings, facts)
+    return replace(linted, findings=findings, facts=facts)
 
 
 def _suggest(name: object, candidates: list[str]) -> str | None:
@@ -187,9 +197,13 @@ class _Linter:
             for finding in self.findings
         )
 
-    def result(self, facts: CheckpointFacts | None) -> FileLint:
+    def result(self, facts: CheckpointFacts | None, yaml_valid: bool = True) -> FileLint:
         ordered = sorted(self.findings, key=lambda f: (f.line or 0, f.rule))
-        return FileLint(tuple(ordered), None if self.refused() else facts)
+        refused = self.refused()
+        valid: bool | None = not refused
+        if not yaml_valid or (not refused and any(isinstance(found.value, Unset) for found in self.references)):
+            valid = None
+        return FileLint(tuple(ordered), None if refused else facts, yaml_valid, valid)
 
     # -- the file --------------------------------------------------------------------------------
 
@@ -206,7 +220,7 @@ class _Linter:
                 f"holds {len(documents)} YAML documents; DeerFlow's yaml.safe_load accepts exactly one, so it "
                 "cannot start",
             )
-            return self.result(None)
+            return self.result(None, yaml_valid=False)
         try:
             data = construct_values(documents[0]) if documents else None
         except (yaml.YAMLError, ValueError, TypeError) as exc:
@@ -219,7 +233,7 @@ class _Linter:
             self.add(
                 RuleCode.CK500, 1, f"the file holds {kind_of(data)}, not a mapping of sections; DeerFlow cannot load it"
             )
-            return self.result(None)
+            return self.result(None, yaml_valid=False)
         self.check_top_level(data)
         for section in (DATABASE, LEGACY_CHECKPOINTER):
             # A null section is dropped (database: null gets the defaults); anything else must be a mapping.
@@ -274,7 +288,7 @@ class _Linter:
         self.add(
             RuleCode.CK500, line, f"not valid YAML ({problem}); DeerFlow's yaml.safe_load fails, so it cannot start"
         )
-        return self.result(None)
+        return self.result(None, yaml_valid=False)
 
     def check_top_level(self, data: dict[Any, Any]) -> None:
         if isinstance(self.source.root, yaml.MappingNode):

@@ -21,7 +21,22 @@ def annotations_of(report: LintReport) -> list[Annotation]:
     ]
 
 
+# What every format says was checked: no output claims a file loads, since DeerFlow's other sections
+# (a missing sandbox:, max_recursion_limit: 0) are never read.
+CHECKED_BRIEFLY = "YAML, $VAR references, database: and checkpointer: only"
+
+
+def checked_sentence(files: int) -> str:
+    """What lint-config verified, for the text report's last line."""
+    one = files == 1
+    return (
+        f"Checked: the YAML and $VAR references of {'the whole file' if one else 'each whole file'}, and "
+        f"{'its' if one else 'their'} database: and checkpointer: sections. DeerFlow's other sections (sandbox:, "
+        f"models: and the rest) are not checked, so this does not say whether DeerFlow loads {'it' if one else 'them'}."
+    )
+
+
 def headline(report: LintReport) -> str:
     counts = severity_counts(annotations_of(report))
     parts = ", ".join(f"{severity}: {count}" for severity, count in counts.items())
-    return f"Linted {len(report.files)} config file(s): {parts}."
+    return f"Linted {len(report.files)} config file(s) ({CHECKED_BRIEFLY}): {parts}."

@@ -1,5 +1,8 @@
-"""lint-config's JSON document (versioned): every file with its checkpoint database, mode and cadence,
-the databases files share, and every finding. Passwords never appear: databases are named by identity.
+"""lint-config's JSON document (versioned): what was checked, every file with its verdicts on its YAML
+and its checkpoint sections and its checkpoint database, mode and cadence, the databases files share,
+and every finding. Passwords never appear: databases are named by identity.
+
+No field says a file loads: DeerFlow's other sections are not checked (docs/deerflow-config.md).
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from deerflow_ckpt.report.annotations import severity_counts
 from deerflow_ckpt.report.printable import json_dumps
 from deerflow_ckpt.rules import Severity, rule
 
-JSON_SCHEMA_VERSION = 1
+# 2: a file's "loads" became "yaml_valid" and "database_valid"; "checked" names what they cover.
+JSON_SCHEMA_VERSION = 2
+# What lint-config verifies in every file; nothing else (sandbox:, models:, ...) is read.
+CHECKED = {"whole_file": ["yaml", "variables"], "sections": ["database", "checkpointer"]}
 
 
 def finding_to_dict(name: str, finding: Finding) -> dict[str, Any]:
@@ -40,8 +46,9 @@ def _database(identity: DatabaseIdentity) -> dict[str, Any]:
 
 
 def file_to_dict(linted: LintedFile) -> dict[str, Any]:
-    facts = linted.lint.facts
-    entry: dict[str, Any] = {"path": linted.name, "loads": facts is not None}
+    lint = linted.lint
+    facts = lint.facts
+    entry: dict[str, Any] = {"path": linted.name, "yaml_valid": lint.yaml_valid, "database_valid": lint.database_valid}
     if facts is None:
         return entry
     if isinstance(facts.database, DatabaseIdentity):
@@ -63,6 +70,7 @@ def to_json(report: LintReport, fail_on: Severity, exit_code: int) -> str:
         "command": "lint-config",
         "tool": {"name": "ckpt", "version": __version__},
         "settings": {"fail_on": fail_on.value, "sqlite_base": str(report.base)},
+        "checked": CHECKED,
         "files": [file_to_dict(linted) for linted in report.files],
         "databases": [{**_database(shared.identity), "paths": list(shared.paths)} for shared in consistency.databases],
         "left_out": [{"path": path, "reason": reason} for path, reason in consistency.left_out],

@@ -1,5 +1,6 @@
 """lint-config's text report: `path:line: rule severity: message` per finding, the checkpoint databases
-the files point at, and a count. Colour only marks rule codes and severities.
+the files point at, a count, and what was checked (never that a file loads). Colour only marks rule codes
+and severities.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from rich.text import Text
 from deerflow_ckpt.commands.lint_config import LintReport
 from deerflow_ckpt.config.lint import Finding, Setting
 from deerflow_ckpt.report.annotations import Annotation, severity_counts
+from deerflow_ckpt.report.lint_ci import checked_sentence
 from deerflow_ckpt.report.printable import printable
 from deerflow_ckpt.rules import Severity
 
@@ -37,12 +39,13 @@ def _setting(setting: Setting) -> str:
 
 
 def render_text(report: LintReport, annotations: list[Annotation], console: Console) -> None:
-    """Findings, the databases the files point at, files left out of the comparison, then a count."""
+    """Findings, the databases the files point at, files left out of the comparison, then a count and what
+    was checked."""
     sections: list[list[Text | str]] = [
         [finding_text(name, finding) for name, finding in report.all_findings()],
         database_lines(report),
         left_out_lines(report),
-        [summary_line(len(report.files), annotations)],
+        [summary_line(len(report.files), annotations), checked_sentence(len(report.files))],
     ]
     for index, lines in enumerate(section for section in sections if section):
         if index:
