@@ -19,5 +19,8 @@ fi
 .venv/bin/ruff check deerflow_ckpt tests fixtures benchmarks scripts setup.py
 .venv/bin/ruff format --check deerflow_ckpt tests fixtures benchmarks scripts setup.py
 .venv/bin/mypy
+# Bytecode for the sources the tests' ckpt processes import: under PYTHONDONTWRITEBYTECODE (set on some CI
+# hosts) each of those processes would otherwise compile the package again (measured: fast loop 92 s -> 70 s).
+.venv/bin/python -m compileall -q deerflow_ckpt fixtures tests > /dev/null
 export CKPT_REQUIRE_POSTGRES="${CKPT_REQUIRE_POSTGRES:-1}"
 .venv/bin/python -m pytest -q "$@"
