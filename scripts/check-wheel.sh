@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Linux wheel as an operator gets it: build it, let auditwheel put libsqlite3 inside it, install it
-# (with the fixtures extra the demo needs) into a clean venv whose PATH has no C compiler, and run the
-# demo's three commands with the installed ckpt. Building needs what the quick start needs (a C
-# compiler, SQLite's header); everything else is installed into a temporary directory, removed after.
+# into a clean venv whose PATH has no C compiler (checking that it brings no LangGraph), add the fixtures
+# extra to write the demo and remove it again, and run the demo's three commands with the installed ckpt.
+# Building needs what the quick start needs (a C compiler, SQLite's header); everything else is installed
+# into a temporary directory, removed after.
 # Usage: scripts/check-wheel.sh   (CI runs it before the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +43,15 @@ nocc="$work/venv/bin"
 env PATH="$nocc" /bin/bash -c 'for cc in gcc cc c++ g++ clang x86_64-linux-gnu-gcc; do
   if command -v "$cc"; then exit 1; fi; done' || fail "a C compiler is reachable on the install's PATH"
 say "installing it with PATH=$nocc (no C compiler)"
+freeze() { (cd "$work" && env PATH="$nocc" "$nocc/python" -m pip list --format=freeze 2>/dev/null) | sort; }
+freeze >"$work/bare.freeze"
+(cd "$work" && env PATH="$nocc" "$nocc/python" -m pip install -q "${wheel}") || fail "install without a compiler"
+freeze >"$work/installed.freeze"
+# An operator's install: the dependencies the commands import, and no LangGraph (the fixtures extra's).
+if grep -iE '^lang(graph|chain)' "$work/installed.freeze"; then fail "installing the wheel brought LangGraph"; fi
+say "the wheel alone added $(comm -13 "$work/bare.freeze" "$work/installed.freeze" | wc -l) packages, ckpt included"
+env PATH="$nocc" ckpt --help >/dev/null || fail "ckpt --help"
+# The demo is written through LangGraph: the fixtures extra, removed again once the demo is written.
 (cd "$work" && env PATH="$nocc" "$nocc/python" -m pip install -q "${wheel}[fixtures]") || fail "install without a compiler"
 
 site=$(cd "$work" && env PATH="$nocc" "$nocc/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -74,6 +84,12 @@ esac
 mkdir "$work/fixtures-path"
 ln -s "$root/fixtures" "$work/fixtures-path/fixtures"
 (cd "$work" && env PATH="$nocc" PYTHONPATH="$work/fixtures-path" "$nocc/python" -m fixtures.demo "$work/demo")
+# The commands below run with only what the wheel itself installs.
+extra=$(comm -13 "$work/installed.freeze" <(freeze) | cut -d= -f1)
+# shellcheck disable=SC2086 # one name per word
+(cd "$work" && env PATH="$nocc" "$nocc/python" -m pip uninstall -q -y $extra) || fail "removing the fixtures extra"
+[ "$(freeze)" = "$(cat "$work/installed.freeze")" ] || fail "the venv is not back to the wheel's own install"
+say "the fixtures extra removed again ($(wc -w <<<"$extra") packages): the commands run without LangGraph"
 
 cd "$work/demo"
 run() {

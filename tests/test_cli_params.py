@@ -14,16 +14,55 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from enum import Enum
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import pytest
 import typer
-from typer._coercion import build_runtime_param
 
 from tests.cli import run_ckpt
 from tests.test_manpages import contexts
+
+REPO = Path(__file__).resolve().parents[1]
+# The typer releases cli/params.py was run against (this file and tests/test_import_cost.py passed on each).
+TESTED_TYPER_RELEASES = ("0.29.0", "0.29.1", "0.29.2")
+
+
+def test_typer_is_a_version_the_direct_coercion_was_tested_with() -> None:
+    """cli/params.py subclasses typer's private RuntimeParam and calls its private coercion functions, which
+    typer may change in any release: a typer outside the tested minor version fails here, by name, before
+    the comparisons below say anything about it."""
+    from deerflow_ckpt.cli import app
+
+    installed = version("typer")
+    assert tuple(int(part) for part in installed.split(".")[:2]) == app.TESTED_TYPER, (
+        f"typer {installed} is not a version cli/params.py was tested with ({', '.join(TESTED_TYPER_RELEASES)}; "
+        "pyproject.toml pins >=0.29,<0.30): check typer._coercion and typer._param_types against cli/params.py, "
+        "run this file and tests/test_import_cost.py, then widen the pin and TESTED_TYPER together"
+    )
+    assert typer.__version__ == installed and app.install_direct_coercion is not None
+
+
+def test_the_typer_pin_is_the_tested_minor_version() -> None:
+    from deerflow_ckpt.cli import app
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    low, high = app.TESTED_TYPER, (app.TESTED_TYPER[0], app.TESTED_TYPER[1] + 1)
+    pin = f"typer>={low[0]}.{low[1]},<{high[0]}.{high[1]}"
+    assert [entry for entry in declared if entry.startswith("typer")] == [pin]
+    assert {release.rsplit(".", 1)[0] for release in TESTED_TYPER_RELEASES} == {f"{low[0]}.{low[1]}"}
+
+
+def test_the_typer_version_is_read_by_minor_version() -> None:
+    """cli/app.py installs the direct coercion under typer 0.29.x only; any other version (installed by hand)
+    parses through typer's own coercion."""
+    from deerflow_ckpt.cli.app import _typer_minor
+
+    assert _typer_minor("0.29.2") == (0, 29) and _typer_minor("0.30.0rc1") == (0, 30)
+    assert _typer_minor("1.0.0") != (0, 29) and _typer_minor("dev") == ()
 
 
 def _direct_params() -> list[tuple[Any, Any]]:
@@ -68,6 +107,8 @@ PYDANTIC_WORDING = ("Value error", "Input should", "pydantic", "validation error
 
 
 def test_every_direct_option_agrees_with_typer(tmp_path: Path) -> None:
+    from typer._coercion import build_runtime_param
+
     checked = set()
     reworded = 0
     for ctx, param in _direct_params():

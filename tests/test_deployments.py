@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -459,29 +461,70 @@ def test_a_values_file_without_a_deerflow_block_is_an_ordinary_config() -> None:
 # -- the Postgres saver's schema knowledge, reused ----------------------------------------------------------
 
 
-def test_the_installed_saver_migrations_are_read_as_the_library_has_them() -> None:
+def test_the_restated_migration_count_is_the_real_savers(pinned_saver: Path) -> None:
+    """store/savers.py restates the Postgres saver's MIGRATIONS length (ckpt does not depend on the saver): the
+    saver the dev extra installs and DeerFlow's pinned 3.1.1, each imported, have exactly that many."""
+    from importlib.metadata import version
+
     from langgraph.checkpoint.postgres.base import MIGRATIONS
 
-    from deerflow_ckpt.store.savers import installed_postgres_schema
+    from deerflow_ckpt.store.savers import KNOWN_SAVERS, POSTGRES_SAVER, SAVER_MIGRATIONS
 
-    schema = installed_postgres_schema()
-    assert schema is not None and schema.migrations == len(MIGRATIONS)
+    installed = version(POSTGRES_SAVER)
+    assert len(MIGRATIONS) == SAVER_MIGRATIONS, (
+        f"{POSTGRES_SAVER} {installed} has {len(MIGRATIONS)} migrations: update SAVER_MIGRATIONS and KNOWN_SAVERS"
+    )
+    newest = tuple(int(part) for part in KNOWN_SAVERS.split(" to ")[1].split("."))
+    assert tuple(int(part) for part in installed.split(".")[: len(newest)]) <= newest, (
+        f"{POSTGRES_SAVER} {installed} is newer than store/savers.py's KNOWN_SAVERS ({KNOWN_SAVERS})"
+    )
+    probe = (
+        "import importlib.metadata, json\n"
+        "from langgraph.checkpoint.postgres import base\n"
+        f"print(json.dumps([importlib.metadata.version({POSTGRES_SAVER!r}), len(base.MIGRATIONS), base.__file__]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(pinned_saver)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    pinned_version, pinned_count, source = json.loads(done.stdout)
+    assert pinned_version == KNOWN_SAVERS.split(" to ")[0] == "3.1.1" and source.startswith(str(pinned_saver))
+    assert pinned_count == SAVER_MIGRATIONS
+
+
+def test_the_saver_setup_line_needs_no_saver_installed() -> None:
+    """describe_setup reads nothing installed: the same words with or without a saver beside ckpt."""
+    probe = (
+        "import builtins, json, sys\n"
+        "real = builtins.__import__\n"
+        "def refuse(name, *args, **kwargs):\n"
+        "    if name.startswith('langgraph'):\n"
+        "        raise ImportError(name)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = refuse\n"
+        "from deerflow_ckpt.store.savers import describe_setup\n"
+        "print(json.dumps([describe_setup(n) for n in (None, 5, 10, 12)]))\n"
+        "assert not [m for m in sys.modules if m.startswith('langgraph')]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    known = "langgraph-checkpoint-postgres 3.1.1 to 3.2 applies 10"
+    assert json.loads(done.stdout) == [
+        None,
+        f"5 saver migrations applied ({known}): set up by an older saver, later columns may be absent",
+        f"10 saver migrations applied ({known})",
+        f"12 saver migrations applied ({known}): set up by a newer saver",
+    ]
 
 
 @pytest.mark.slow  # builds its own database with the real graphs
 @pytest.mark.postgres
 def test_verify_shape_says_which_saver_generation_set_the_tables_up(pg_database: str) -> None:
+    """The real saver set these tables up (10 migrations): the line says so; with rows removed, an older one."""
     import psycopg
 
-    from deerflow_ckpt.store.savers import installed_postgres_schema
-
     build_postgres(pg_database, None, ["clean-delta"], turns=4, message_bytes=64)
-    installed = installed_postgres_schema()
-    assert installed is not None
     code, out, err = run_ckpt("verify-shape", "--db", pg_database, "--format", "json")
     assert code == 0, err
     setup = json.loads(out)["database"]["saver_setup"]
-    assert setup.startswith(f"{installed.migrations} saver migrations applied") and "older" not in setup
+    assert setup == "10 saver migrations applied (langgraph-checkpoint-postgres 3.1.1 to 3.2 applies 10)"
     with psycopg.connect(pg_database, autocommit=True) as connection:
         connection.execute("DELETE FROM checkpoint_migrations WHERE v >= 5")
     code, out, _ = run_ckpt("verify-shape", "--db", pg_database)

@@ -24,9 +24,21 @@ from deerflow_ckpt.redact import redact
 if TYPE_CHECKING:
     from typer._click.core import Command
 
-try:
+# cli/params.py reaches into typer's private coercion layer, tested on typer 0.29 only (pyproject.toml pins
+# >=0.29,<0.30 and tests/test_cli_params.py fails on any other): another typer coerces options its own way.
+TESTED_TYPER = (0, 29)
+
+
+def _typer_minor(version: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return ()
+
+
+if _typer_minor(typer.__version__) == TESTED_TYPER:
     from deerflow_ckpt.cli.params import install_direct_coercion
-except ImportError:  # a typer without its private coercion layer (before 0.29) never parses through pydantic
+else:
     install_direct_coercion = None  # type: ignore[assignment]
 
 DEBUG_ENV = "CKPT_DEBUG"

@@ -13,8 +13,9 @@ Refusals are worded here, never by pydantic: typer words a choice it refuses "Va
 ..." and an integer "Input should be greater than or equal to 1", pydantic's phrasing; ckpt says "'jsn' is not
 one of 'text', 'json', ... (did you mean json?)" and "0 is not in the range x>=1", as Click words its own.
 
-typer's coercion layer is private: cli/app.py imports this module only where it exists, and a typer without
-it (before 0.29) never used pydantic to parse.
+typer's coercion layer is private, and typer 0.29 offers no public way around its adapters (a `parser=` is
+wrapped in one too): pyproject.toml pins typer to the minor version this was tested on (>=0.29,<0.30),
+tests/test_cli_params.py fails on any other, and cli/app.py imports this module under typer 0.29 only.
 """
 
 from __future__ import annotations
