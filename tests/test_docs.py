@@ -175,3 +175,36 @@ def test_every_anchor_link_names_a_heading(path: Path) -> None:
         elif anchor not in {_slug(title) for title in HEADING.findall(target.read_text(encoding="utf-8"))}:
             problems.append(f"{name or path.name}#{anchor}: no such heading")
     assert not problems, f"{_relative(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize(
+    "project",
+    ['[tool.ckpt.verify-shape]\nformat = "jsn"\n', '[tool.ckpt]\ncolour = "never"\n'],
+    ids=["bad-value", "unknown-key"],
+)
+def test_ci_gate_project_file_errors_are_what_ckpt_prints(tmp_path: Path, project: str) -> None:
+    """docs/ci-gate.md quotes ckpt's refusal of a project file's value and key: the line ckpt prints today."""
+    from tests.cli import run_ckpt
+
+    (tmp_path / "pyproject.toml").write_text(project, encoding="utf-8")
+    result = run_ckpt("verify-shape", cwd=tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    line = result.stderr.strip().replace(str(tmp_path.resolve()), "/repo")
+    assert f"`{line}`" in _flat((DOCS / "ci-gate.md").read_text(encoding="utf-8")), line
+
+
+def test_ci_gate_names_each_refusal_of_a_directory(tmp_path: Path) -> None:
+    """docs/ci-gate.md says what a directory given as a file is refused as, per option: as ckpt says it."""
+    from tests.cli import run_ckpt
+
+    page = _flat((DOCS / "ci-gate.md").read_text(encoding="utf-8"))
+    for args, option in (
+        (("--isolated", "verify-shape", "--config", str(tmp_path)), "a DeerFlow config"),
+        (("--config-file", str(tmp_path), "verify-shape"), "`--config-file`"),
+        (("--isolated", "verify-shape", "--db", str(tmp_path)), "`--db`"),
+    ):
+        result = run_ckpt(*args)
+        last = result.stderr.strip().splitlines()[-1]
+        assert result.exit_code == 2 and last.startswith(f"ckpt: error: {tmp_path}: is a directory, not a "), last
+        refused_as = last.split(": is a directory, ", 1)[1]
+        assert f"{refused_as}` ({option})" in page, (refused_as, option)
