@@ -208,3 +208,23 @@ def test_ci_gate_names_each_refusal_of_a_directory(tmp_path: Path) -> None:
         assert result.exit_code == 2 and last.startswith(f"ckpt: error: {tmp_path}: is a directory, not a "), last
         refused_as = last.split(": is a directory, ", 1)[1]
         assert f"{refused_as}` ({option})" in page, (refused_as, option)
+
+
+def test_commands_page_describes_lint_configs_json_and_checked_line(tmp_path: Path) -> None:
+    """docs/commands.md's lint-config section names the json schema and the fields lint-config writes, and the
+    Checked: line its text report ends with."""
+    import json
+
+    from tests.cli import run_ckpt
+
+    (tmp_path / "config.yaml").write_text("database:\n  backend: sqlite\n", encoding="utf-8")
+    page = (DOCS / "commands.md").read_text(encoding="utf-8")
+    section = _flat(page.split("\n## `ckpt lint-config [FILE]...`\n", 1)[1].split("\n## ", 1)[0])
+    document = json.loads(run_ckpt("--isolated", "lint-config", "config.yaml", "--format", "json", cwd=tmp_path).stdout)
+    assert f"`schema_version` {document['schema_version']}" in section
+    checked = ", ".join(f"{key}: [{', '.join(value)}]" for key, value in document["checked"].items())
+    assert f"`checked` object (`{checked.replace(', sections', '`, `sections')}`)" in section, checked
+    for key in ("yaml_valid", "database_valid"):
+        assert key in document["files"][0] and f"`{key}`" in section, key
+    text = run_ckpt("--isolated", "lint-config", "config.yaml", cwd=tmp_path).stdout.rstrip("\n").splitlines()[-1]
+    assert text.startswith("Checked: ") and f"`{text.split('. ', 1)[0]}" in section, text
