@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.exitcodes import ExitCode, exit_statuses
 from deerflow_ckpt.rules import RULES
 
 THIS = Path(__file__).resolve()
@@ -149,11 +149,35 @@ def test_rule_catalogue_matches_the_registry() -> None:
     assert rows == {rule.code: (rule.severity.value, rule.title, rule.impact) for rule in RULES.values()}
 
 
-def test_exit_code_table_lists_every_code() -> None:
+def _table_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in `text` (header and separator rows left out), code spans unquoted."""
+    lines = text.splitlines()
+    return [
+        [cell.strip().replace("`", "") for cell in line.strip().strip("|").split(" | ")]
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if line.startswith("| ") and not after.startswith("|---")
+    ]
+
+
+def test_exit_code_tables_are_exitcodes_table() -> None:
+    """docs/commands.md's exit codes, for ckpt and for each command, say exactly what exit_statuses() says (what
+    every --help and man page print), row for row, every code included."""
+    from deerflow_ckpt.cli.app import COMMANDS
+
     page = (DOCS / "commands.md").read_text(encoding="utf-8")
-    table = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
-    for code in ExitCode:
-        assert f"| {int(code)} |" in table
+    section = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = _table_rows(section)
+    whole = [(row[0], row[1]) for row in rows if len(row) == 2]
+    assert whole == exit_statuses(None)
+    per_command: dict[str, list[tuple[str, str]]] = {}
+    for names, code, meaning in (row for row in rows if len(row) == 3):
+        for name in names.split(", "):
+            per_command.setdefault(name, []).append((code, meaning))
+    assert per_command == {name: exit_statuses(name) for name in COMMANDS}
+    assert {code for rows in per_command.values() for code, _ in rows} == {
+        *(str(int(code)) for code in ExitCode),
+        "128+N",
+    }
 
 
 def _slug(title: str) -> str:
