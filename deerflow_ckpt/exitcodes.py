@@ -1,7 +1,8 @@
 """The process exit codes of every `ckpt` command, and what each means for each command, in one place.
 
 `ckpt --help`, each command's `--help` (cli/app.py) and the man pages' EXIT STATUS (manpages.py) are written
-from `exit_statuses`; the README's table says the same for readers of the repository.
+from `exit_statuses`; docs/commands.md's "Exit codes" tables say the same for readers of the repository, row for
+row (tests/test_docs.py compares them).
 """
 
 from enum import IntEnum
@@ -43,7 +44,14 @@ _ALL_CLEAN = "done: no findings at or above --fail-on, no file --check flags"
 _ALL_FINDINGS = "findings at or above --fail-on, or a file migrate-config --check flags"
 _EXIT_ZERO = "; --exit-zero makes it 0"
 _DONE = "done"
-_ERROR = "usage, configuration, I/O or internal error: the command could not do its job"
+_ERROR_CAUSES = "usage, configuration, I/O or internal error"
+_COULD_NOT = ": the command could not do its job"
+_ERROR = f"{_ERROR_CAUSES}{_COULD_NOT}"
+# Without --check, migrate-config fails on a file it must leave for a hand fix (under --check that is a 1).
+_ERRORS: dict[str | None, str] = {
+    None: f"{_ERROR_CAUSES}, or a file migrate-config without --check leaves for a hand fix{_COULD_NOT}",
+    "migrate-config": f"{_ERROR_CAUSES}, or (without --check) a file that needs a hand fix, left untouched{_COULD_NOT}",
+}
 # commands/shares.py and fileio.py exit 128 + N themselves; elsewhere typer makes Ctrl-C 130, and SIGTERM ends
 # the process, which a shell reports as 143.
 _SIGNALLED = ("128+N", "ended by signal N, as a shell reports it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM")
@@ -59,4 +67,4 @@ def exit_statuses(command: str | None = None) -> list[tuple[str, str]]:
         rows = [(str(int(ExitCode.CLEAN)), zero), (str(int(ExitCode.FINDINGS)), f"{one}{_EXIT_ZERO}")]
     else:
         rows = [(str(int(ExitCode.CLEAN)), _DONE)]
-    return [*rows, (str(int(ExitCode.ERROR)), _ERROR), _SIGNALLED]
+    return [*rows, (str(int(ExitCode.ERROR)), _ERRORS.get(command, _ERROR)), _SIGNALLED]

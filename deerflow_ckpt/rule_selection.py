@@ -15,6 +15,8 @@ from deerflow_ckpt.errors import ConfigError, did_you_mean
 from deerflow_ckpt.rules import RULES, RuleCode, Severity
 
 EVERY_RULE = "CK"
+# The codes a refusal names, from the registry: a rule added at either end moves it.
+CODE_RANGE = f"{min(RULES)}-{max(RULES)}"
 
 
 class UnknownCode(ConfigError):
@@ -28,7 +30,7 @@ def rule_prefix(text: str, where: str) -> str:
         return prefix
     # A near miss of a whole code (CK2055, CK502x) is a typo worth naming; a short prefix is a guess.
     hint = did_you_mean(prefix, list(RULES)) if len(prefix) >= len(RuleCode.CK101) else ""
-    raise UnknownCode(f"{where}: unknown rule code {text!r}{hint}; codes are CK101-CK512, or a prefix such as CK2")
+    raise UnknownCode(f"{where}: unknown rule code {text!r}{hint}; codes are {CODE_RANGE}, or a prefix such as CK2")
 
 
 def severity_named(text: str, where: str) -> Severity:

@@ -5,6 +5,7 @@ short flags the conventions promise exist."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,6 +98,19 @@ def test_every_output_option_has_its_short_form() -> None:
     assert isinstance(root, TyperGroup)
     outputs = [opts for name in root.list_commands(ctx) for opts in visit(root.get_command(ctx, name))]
     assert outputs and all("-o" in opts for opts in outputs), outputs
+
+
+def test_migrate_config_help_says_a_hand_fix_exits_2_without_check(tmp_path: Path) -> None:
+    """A file migrate-config must leave for a hand fix exits 2 without --check and 1 under it: its --help and
+    `ckpt --help` say both."""
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  checkpoint_delta_snapshot_frequency: yes\n", encoding="utf-8")
+    for args, code in ((("migrate-config",), 2), (("migrate-config", "--diff"), 2), (("migrate-config", "--check"), 1)):
+        result = run_ckpt("--isolated", *args, str(config))
+        assert result.exit_code == code and "fix it by hand" in result.stderr, (args, result.output)
+    for path, row in (("ckpt migrate-config", "(without --check) a file that needs a hand fix"), ("ckpt", "hand fix")):
+        listed = " ".join(help_of(path).split("\nExit codes:\n", 1)[1].split())
+        assert "2 usage, configuration, I/O or internal error, or " in listed and row in listed, listed
 
 
 def test_version_short_flag() -> None:

@@ -277,6 +277,24 @@ def test_a_copied_deerflow_home_names_its_store_db(tmp_path: Path, checkpoint_db
     assert legacy_files(elsewhere, "--db", str(loose)) == []
 
 
+@pytest.mark.parametrize("sqlite_dir", [".", "./", "data/.."])
+def test_a_sqlite_dir_of_the_working_directory_names_its_homes_store_db(
+    tmp_path: Path, checkpoint_db: Path, sqlite_dir: str
+) -> None:
+    # `sqlite_dir: .` puts deerflow.db in the process's working directory P itself, and the legacy default
+    # store.db in its home P/.deer-flow (no variables set), as for any other relative sqlite_dir.
+    copy = tmp_path / "copy"
+    database = place_db(checkpoint_db, deerflow_sqlite_path(copy, sqlite_dir))
+    assert database == copy / "deerflow.db"
+    store = place_db(checkpoint_db, deerflow_legacy_checkpointer_file(copy, {}, None))
+    config = tmp_path / "configs" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(f"database:\n  backend: sqlite\n  sqlite_dir: '{sqlite_dir}'\n")
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    assert legacy_files(elsewhere, "--config", str(config), "--db", str(database)) == [str(store)]
+
+
 # -- relative DEER_FLOW_CONFIG_PATH and DEER_FLOW_PROJECT_ROOT: against the process's working directory ----------
 
 

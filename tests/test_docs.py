@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deerflow_ckpt.exitcodes import ExitCode
+from deerflow_ckpt.exitcodes import ExitCode, exit_statuses
 from deerflow_ckpt.rules import RULES
 
 THIS = Path(__file__).resolve()
@@ -149,11 +149,35 @@ def test_rule_catalogue_matches_the_registry() -> None:
     assert rows == {rule.code: (rule.severity.value, rule.title, rule.impact) for rule in RULES.values()}
 
 
-def test_exit_code_table_lists_every_code() -> None:
+def _table_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in `text` (header and separator rows left out), code spans unquoted."""
+    lines = text.splitlines()
+    return [
+        [cell.strip().replace("`", "") for cell in line.strip().strip("|").split(" | ")]
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if line.startswith("| ") and not after.startswith("|---")
+    ]
+
+
+def test_exit_code_tables_are_exitcodes_table() -> None:
+    """docs/commands.md's exit codes, for ckpt and for each command, say exactly what exit_statuses() says (what
+    every --help and man page print), row for row, every code included."""
+    from deerflow_ckpt.cli.app import COMMANDS
+
     page = (DOCS / "commands.md").read_text(encoding="utf-8")
-    table = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
-    for code in ExitCode:
-        assert f"| {int(code)} |" in table
+    section = page.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = _table_rows(section)
+    whole = [(row[0], row[1]) for row in rows if len(row) == 2]
+    assert whole == exit_statuses(None)
+    per_command: dict[str, list[tuple[str, str]]] = {}
+    for names, code, meaning in (row for row in rows if len(row) == 3):
+        for name in names.split(", "):
+            per_command.setdefault(name, []).append((code, meaning))
+    assert per_command == {name: exit_statuses(name) for name in COMMANDS}
+    assert {code for rows in per_command.values() for code, _ in rows} == {
+        *(str(int(code)) for code in ExitCode),
+        "128+N",
+    }
 
 
 def _slug(title: str) -> str:
@@ -175,3 +199,56 @@ def test_every_anchor_link_names_a_heading(path: Path) -> None:
         elif anchor not in {_slug(title) for title in HEADING.findall(target.read_text(encoding="utf-8"))}:
             problems.append(f"{name or path.name}#{anchor}: no such heading")
     assert not problems, f"{_relative(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize(
+    "project",
+    ['[tool.ckpt.verify-shape]\nformat = "jsn"\n', '[tool.ckpt]\ncolour = "never"\n'],
+    ids=["bad-value", "unknown-key"],
+)
+def test_ci_gate_project_file_errors_are_what_ckpt_prints(tmp_path: Path, project: str) -> None:
+    """docs/ci-gate.md quotes ckpt's refusal of a project file's value and key: the line ckpt prints today."""
+    from tests.cli import run_ckpt
+
+    (tmp_path / "pyproject.toml").write_text(project, encoding="utf-8")
+    result = run_ckpt("verify-shape", cwd=tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    line = result.stderr.strip().replace(str(tmp_path.resolve()), "/repo")
+    assert f"`{line}`" in _flat((DOCS / "ci-gate.md").read_text(encoding="utf-8")), line
+
+
+def test_ci_gate_names_each_refusal_of_a_directory(tmp_path: Path) -> None:
+    """docs/ci-gate.md says what a directory given as a file is refused as, per option: as ckpt says it."""
+    from tests.cli import run_ckpt
+
+    page = _flat((DOCS / "ci-gate.md").read_text(encoding="utf-8"))
+    for args, option in (
+        (("--isolated", "verify-shape", "--config", str(tmp_path)), "a DeerFlow config"),
+        (("--config-file", str(tmp_path), "verify-shape"), "`--config-file`"),
+        (("--isolated", "verify-shape", "--db", str(tmp_path)), "`--db`"),
+    ):
+        result = run_ckpt(*args)
+        last = result.stderr.strip().splitlines()[-1]
+        assert result.exit_code == 2 and last.startswith(f"ckpt: error: {tmp_path}: is a directory, not a "), last
+        refused_as = last.split(": is a directory, ", 1)[1]
+        assert f"{refused_as}` ({option})" in page, (refused_as, option)
+
+
+def test_commands_page_describes_lint_configs_json_and_checked_line(tmp_path: Path) -> None:
+    """docs/commands.md's lint-config section names the json schema and the fields lint-config writes, and the
+    Checked: line its text report ends with."""
+    import json
+
+    from tests.cli import run_ckpt
+
+    (tmp_path / "config.yaml").write_text("database:\n  backend: sqlite\n", encoding="utf-8")
+    page = (DOCS / "commands.md").read_text(encoding="utf-8")
+    section = _flat(page.split("\n## `ckpt lint-config [FILE]...`\n", 1)[1].split("\n## ", 1)[0])
+    document = json.loads(run_ckpt("--isolated", "lint-config", "config.yaml", "--format", "json", cwd=tmp_path).stdout)
+    assert f"`schema_version` {document['schema_version']}" in section
+    checked = ", ".join(f"{key}: [{', '.join(value)}]" for key, value in document["checked"].items())
+    assert f"`checked` object (`{checked.replace(', sections', '`, `sections')}`)" in section, checked
+    for key in ("yaml_valid", "database_valid"):
+        assert key in document["files"][0] and f"`{key}`" in section, key
+    text = run_ckpt("--isolated", "lint-config", "config.yaml", cwd=tmp_path).stdout.rstrip("\n").splitlines()[-1]
+    assert text.startswith("Checked: ") and f"`{text.split('. ', 1)[0]}" in section, text

@@ -399,3 +399,59 @@ def test_no_store_module_imports_config() -> None:
         if name == "deerflow_ckpt.config" or name.startswith("deerflow_ckpt.config.")
     ]
     assert not reaching
+
+
+# -- review 13: a usage error quotes what was typed, a DSN's password masked --------------------------------
+
+USAGE_PASSWORD = "Tz4Rq8Vm"
+USAGE_DSN = f"postgresql://deer:{USAGE_PASSWORD}@db.internal/app"
+USAGE_CONNINFO = f"host=db.internal password={USAGE_PASSWORD} dbname=app"
+# Every way a mistyped command line reaches an error that quotes it: a value an option refuses (integer,
+# choice, duration, time), an unknown command or option, an extra argument, a path that is not there.
+USAGE_MISTAKES: dict[str, tuple[str, ...]] = {
+    "integer": ("plan", "retention", "--keep-newest", "{}"),
+    "integer-jobs": ("verify-shape", "--jobs", "{}"),
+    "integer-top": ("inspect", "thread", "--top", "{}"),
+    "format": ("verify-shape", "--format", "{}"),
+    "format-plan": ("plan", "retention", "--keep-newest", "1", "--format", "{}"),
+    "mode": ("verify-shape", "--mode", "{}"),
+    "command": ("{}",),
+    "subcommand": ("plan", "{}"),
+    "subcommand-inspect": ("inspect", "{}"),
+    "option": ("verify-shape", "--{}"),
+    "extra-argument": ("verify-shape", "--db", "x.db", "{}"),
+    "since": ("verify-shape", "--since", "{}"),
+    "clock-skew": ("verify-shape", "--clock-skew", "{}"),
+    "config": ("verify-shape", "--config", "{}"),
+    "config-file": ("--config-file", "{}", "verify-shape"),
+}
+
+
+@pytest.mark.parametrize("typed", [USAGE_DSN, USAGE_CONNINFO], ids=["url", "conninfo"])
+@pytest.mark.parametrize("mistake", sorted(USAGE_MISTAKES))
+def test_a_usage_error_never_shows_a_password_typed_on_the_command_line(mistake: str, typed: str) -> None:
+    args = tuple(arg.format(typed) for arg in USAGE_MISTAKES[mistake])
+    result = fresh_run(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() and not result.stdout, result.output
+    assert_hidden(USAGE_PASSWORD, result, " ".join(args))
+
+
+def test_a_usage_error_still_says_what_was_typed_masked() -> None:
+    """The refusal quotes the value, password masked, inside its quotes (the quoting helpers redact first)."""
+    refused = fresh_run("plan", "retention", "--keep-newest", USAGE_DSN)
+    assert "'postgresql://deer:***@db.internal/app' is not a valid integer." in refused.stderr, refused.stderr
+    choice = fresh_run("verify-shape", "--format", USAGE_CONNINFO)
+    assert "'host=db.internal password=*** dbname=app' is not one of 'text', 'json'" in choice.stderr, choice.stderr
+    mode = fresh_run("inspect", "summary", "--mode", USAGE_DSN)
+    assert "'postgresql://deer:***@db.internal/app' is not one of 'full', 'delta'." in mode.stderr, mode.stderr
+    command = fresh_run(USAGE_DSN)
+    assert "No such command 'postgresql://deer:***@db.internal/app'." in command.stderr, command.stderr
+
+
+def test_a_usage_error_in_a_fresh_process_masks_the_password() -> None:
+    mistakes = ((USAGE_DSN,), ("plan", "retention", "--keep-newest", USAGE_DSN), ("verify-shape", "--mode", USAGE_DSN))
+    for args in mistakes:
+        result = run_ckpt(*args, process=True)
+        assert result.exit_code == 2 and "***" in result.stderr, result.output
+        assert_hidden(USAGE_PASSWORD, result, " ".join(args))

@@ -193,11 +193,11 @@ def test_isolated_reads_no_file(tmp_path: Path) -> None:
         (
             "select = ['CK2055']\n",
             "{path}: select: unknown rule code 'CK2055' (did you mean CK205?); codes are "
-            "CK101-CK512, or a prefix such as CK2",
+            "CK101-CK513, or a prefix such as CK2",
         ),
         (
             "[severity]\nCK77 = 'error'\n",
-            "{path}: severity: unknown rule code 'CK77'; codes are CK101-CK512, or a prefix such as CK2",
+            "{path}: severity: unknown rule code 'CK77'; codes are CK101-CK513, or a prefix such as CK2",
         ),
         (
             "[severity]\nCK205 = 'fatal'\n",
@@ -236,11 +236,11 @@ def test_pyproject_key_errors_name_the_tool_table(tmp_path: Path) -> None:
     [
         (
             ("--select", "CK9"),
-            "ckpt: error: --select: unknown rule code 'CK9'; codes are CK101-CK512, or a prefix such as CK2\n",
+            "ckpt: error: --select: unknown rule code 'CK9'; codes are CK101-CK513, or a prefix such as CK2\n",
         ),
         (
             ("--ignore", "CK1,XX1"),
-            "ckpt: error: --ignore: unknown rule code 'XX1'; codes are CK101-CK512, or a prefix such as CK2\n",
+            "ckpt: error: --ignore: unknown rule code 'XX1'; codes are CK101-CK513, or a prefix such as CK2\n",
         ),
         (
             ("--severity", "CK205=fatal"),
@@ -251,6 +251,17 @@ def test_pyproject_key_errors_name_the_tool_table(tmp_path: Path) -> None:
 def test_unknown_codes_on_the_command_line_are_refused(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     result = run_ckpt("verify-shape", "--isolated", "--db", str(tmp_path / "none.db"), *args, cwd=tmp_path)
     assert (result.exit_code, result.stdout, result.stderr) == (2, "", message)
+
+
+def test_an_unknown_code_names_the_registrys_first_and_last_codes() -> None:
+    """The range a refusal names is the registry's, whatever rule was added last (CK513 after CK512)."""
+    from deerflow_ckpt.rule_selection import UnknownCode, rule_prefix
+    from deerflow_ckpt.rules import RULES
+
+    codes = sorted(RULES)
+    with pytest.raises(UnknownCode, match=f"codes are {codes[0]}-{codes[-1]}, or a prefix"):
+        rule_prefix("CK9", "--select")
+    assert rule_prefix(codes[-1].lower(), "--select") == codes[-1]
 
 
 def test_the_command_tables_are_the_commands() -> None:

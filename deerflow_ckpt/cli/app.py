@@ -19,7 +19,7 @@ from deerflow_ckpt.cli.console import set_quiet
 from deerflow_ckpt.errors import CkptError, Interrupted
 from deerflow_ckpt.exitcodes import ExitCode, exit_statuses, signalled
 from deerflow_ckpt.fileio import remember_inherited_descriptors
-from deerflow_ckpt.redact import redact
+from deerflow_ckpt.redact import redact, remember_dsn
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -191,7 +191,19 @@ class _CkptGroup(_Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except _CLICK_EXCEPTION as exc:
+            # A usage error in ckpt's own options (`ckpt --nosuch`, `ckpt postgresql://...`): click prints it.
+            _mask_usage_error(exc)
+            raise
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # A DSN typed anywhere on the command line (a --db, or by mistake any other option or argument) is
+        # remembered first, so whatever quotes it later, even rewritten as a path, shows its password masked.
+        for arg in args:
+            remember_dsn(arg)
         # --debug, --isolated and --config-file are global, but operators add them at the end of a command
         # line: take them from anywhere before a "--" and hand them to the group.
         result: list[str] = super().parse_args(ctx, _globals_first(args))
@@ -203,7 +215,7 @@ class _CkptGroup(_Group):
         except _USAGE_ERROR as exc:
             # typer suggests from the commands already built, none here (they load on first use): the table's.
             if args and getattr(exc, "message", "").startswith("No such command"):
-                exc.message = f"No such command {args[0]!r}.{_suggestion(args[0])}"  # type: ignore[attr-defined]
+                exc.message = f"No such command {redact(args[0])!r}.{_suggestion(args[0])}"  # type: ignore[attr-defined]
             raise
         if name is not None and command is not None:
             # The project file's values become the command's option defaults: the command line still wins.
@@ -218,7 +230,11 @@ class _CkptGroup(_Group):
         set_quiet(False)
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, _CLICK_EXCEPTION):
+        except (typer.Exit, typer.Abort):
+            raise
+        except _CLICK_EXCEPTION as exc:
+            # A usage error in a command's options or arguments: click prints it, after this masks it.
+            _mask_usage_error(exc)
             raise
         except Interrupted as stopped:
             raise typer.Exit(signalled(stopped.signum)) from None
@@ -241,6 +257,17 @@ class _CkptGroup(_Group):
                 console_message(line)
         console_message(redact(one_line(message)))
         raise typer.Exit(ExitCode.ERROR)
+
+
+def _mask_usage_error(exc: BaseException) -> None:
+    """Every password in the usage error `exc` masked where click renders it: its message quotes what was typed
+    ("'postgresql://u:pw@h/db' is not a valid integer."), and click prints it itself, never through redact."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        exc.message = redact(message)  # type: ignore[attr-defined]
+    render = exc.format_message  # type: ignore[attr-defined]
+    # format_message adds what the message leaves out (a refused file's name, the options that exist).
+    exc.format_message = lambda: redact(render())  # type: ignore[attr-defined]
 
 
 def _suggestion(typo: str) -> str:

@@ -32,6 +32,7 @@ from typer._param_types import coerce_cli_choice, coerce_cli_path
 from typer.core import TyperArgument, TyperOption
 
 from deerflow_ckpt.errors import did_you_mean
+from deerflow_ckpt.redact import redact
 
 
 class _Refused(Exception):
@@ -51,10 +52,15 @@ def _choices(annotation: Any) -> list[str] | None:
     return None
 
 
+def _quoted(value: Any) -> str:
+    """`value` as a refusal quotes it, any password in it masked: an operator may type a DSN in any option."""
+    return repr(redact(value)) if isinstance(value, str) else redact(repr(value))
+
+
 def _not_a_choice(value: Any, choices: list[str]) -> str:
     listed = ", ".join(repr(choice) for choice in choices)
     close = did_you_mean(value, choices) if isinstance(value, str) else ""
-    return f"{value!r} is not one of {listed}{close}."
+    return f"{_quoted(value)} is not one of {listed}{close}."
 
 
 def _direct(annotation: Any, parameter_info: Any, value: Any, param: Any, ctx: Any) -> Any:
@@ -131,7 +137,7 @@ def _refusal(annotation: Any, parameter_info: Any, value: Any) -> str:
         # The first item the direct path does not take is the one typer stopped at.
         return next(
             (_refusal(item, parameter_info, one) for one in items if not _takes(item, parameter_info, one)),
-            f"{value!r} is not a valid value.",
+            f"{_quoted(value)} is not a valid value.",
         )
     choices = _choices(annotation)
     if choices is not None:
@@ -140,9 +146,9 @@ def _refusal(annotation: Any, parameter_info: Any, value: Any) -> str:
         bounded = parameter_info.min is not None or parameter_info.max is not None
         in_words = isinstance(value, str) and _LAX_INTEGER.fullmatch(value)
         if bounded and (in_words or (isinstance(value, int | float) and float(value).is_integer())):
-            return f"{value!r} is not in the range {_number_range(parameter_info)}."
-        return f"{value!r} is not a valid integer."
-    return f"{value!r} is not a valid value."
+            return f"{_quoted(value)} is not in the range {_number_range(parameter_info)}."
+        return f"{_quoted(value)} is not a valid integer."
+    return f"{_quoted(value)} is not a valid value."
 
 
 def _takes(annotation: Any, parameter_info: Any, value: Any) -> bool:

@@ -650,11 +650,12 @@ def legacy_checkpointer_files(
 def _writer_home(chosen: Path, sqlite_dir: str) -> Path | None:
     """The home (P/.deer-flow) of the process P whose database.sqlite_dir file `chosen` is, or None when
     `chosen` is not `<sqlite_dir>/deerflow.db` under some directory (or sqlite_dir is absolute)."""
+    # Path(".").parts is (): `sqlite_dir: .` (or `./`, `data/..`) is the process's directory itself.
     parts = Path(posixpath.normpath(sqlite_dir)).parts
     if Path(sqlite_dir).is_absolute() or ".." in parts or chosen.name != SQLITE_FILE_NAME:
         return None
     directory = resolved(chosen).parent
-    if parts == (".",):
+    if not parts:
         return directory / ".deer-flow"
     if directory.parts[-len(parts) :] != parts or len(directory.parts) <= len(parts):
         return None
