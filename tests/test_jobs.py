@@ -33,6 +33,13 @@ from tests.conftest import BuiltDatabase
         (100 * CHECKPOINTS_PER_PROCESS, Machine(4, 1.7), 2),
         (100 * CHECKPOINTS_PER_PROCESS, Machine(2, None), 2),  # no load average (Windows): the CPUs
         (100 * CHECKPOINTS_PER_PROCESS, Machine(1, 0.0), 1),
+        # The load of a run that just ended lags; nothing else runnable now: both CPUs.
+        (100 * CHECKPOINTS_PER_PROCESS, Machine(2, 1.3, running=0), 2),
+        # Busy now and over the last minute: one process.
+        (100 * CHECKPOINTS_PER_PROCESS, Machine(2, 1.3, running=1), 1),
+        # A burst now on an otherwise quiet minute: the load decides.
+        (100 * CHECKPOINTS_PER_PROCESS, Machine(2, 0.2, running=3), 2),
+        (100 * CHECKPOINTS_PER_PROCESS, Machine(2, None, running=2), 1),  # only the count now
     ],
 )
 def test_auto_jobs(checkpoints: int, machine: Machine, jobs: int) -> None:
@@ -44,6 +51,10 @@ def test_this_machine_counts_the_cpus_this_process_may_use() -> None:
     if hasattr(os, "sched_getaffinity"):
         assert machine.cpus == len(os.sched_getaffinity(0))
     assert machine.load is None or machine.load >= 0
+    if os.path.exists("/proc/loadavg"):
+        # Linux: the tasks runnable now, this one not counted (a pytest run alone on the machine may see 0).
+        assert machine.running is not None and machine.running >= 0
+        assert f"{machine.running} other task" in machine.describe()
 
 
 def _reader(built: BuiltDatabase) -> SqliteCheckpointReader:

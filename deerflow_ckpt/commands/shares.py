@@ -94,21 +94,46 @@ def _in_worker(work: ShareWork[Result], selection: ThreadSelection) -> Result:
 
 @dataclass(frozen=True)
 class Machine:
-    """What the automatic --jobs reads of the machine: the CPUs this process may use, the 1-minute load."""
+    """What the automatic --jobs reads of the machine: the CPUs this process may use, the 1-minute load, and
+    (Linux) how many other tasks are runnable right now."""
 
     cpus: int
     load: float | None
+    running: int | None = None
+
+    @property
+    def busy(self) -> float | None:
+        """The CPUs other work holds: the lesser of the 1-minute load and the tasks runnable now. The load
+        lags by a minute (a run just finished, ckpt's own included, still counts as busy); the count now
+        alone would miss a job that sleeps on I/O between bursts."""
+        if self.load is None:
+            return None if self.running is None else float(self.running)
+        return self.load if self.running is None else min(self.load, float(self.running))
 
     @property
     def idle_cpus(self) -> int:
-        """The CPUs the load leaves idle (at least one: this process runs anyway)."""
-        if self.load is None:
+        """The CPUs the other work leaves idle (at least one: this process runs anyway)."""
+        busy = self.busy
+        if busy is None:
             return self.cpus
-        return max(1, min(self.cpus, int(self.cpus - self.load + 0.5)))
+        return max(1, min(self.cpus, int(self.cpus - busy + 0.5)))
 
     def describe(self) -> str:
         load = "" if self.load is None else f", load {self.load:.2f}"
-        return f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}{load}"
+        running = (
+            "" if self.running is None else f", {self.running} other task{'s' if self.running != 1 else ''} running"
+        )
+        return f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}{load}{running}"
+
+
+def _running_now() -> int | None:
+    """Tasks runnable now besides this process (Linux's /proc/loadavg, whose count includes the reader)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as file:
+            running = int(file.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)
 
 
 def this_machine() -> Machine:
@@ -124,7 +149,7 @@ def this_machine() -> Machine:
         load: float | None = os.getloadavg()[0]
     except (AttributeError, OSError):  # Windows
         load = None
-    return Machine(cpus, load)
+    return Machine(cpus, load, _running_now())
 
 
 def auto_jobs(checkpoints: int, machine: Machine) -> int:
