@@ -10,6 +10,7 @@ The script's guard is shown to delete nothing when a writer changed a planned th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow_ckpt.report.retention_sql import GUARD_MESSAGE
 from fixtures.dbbuilder import readback
-from fixtures.dbbuilder.graphs import GraphSpec, run_config
+from fixtures.dbbuilder.graphs import GraphFactory, GraphSpec, run_config
 from fixtures.dbbuilder.manifest import Manifest, ThreadRecord
 from tests.cli import REPO, run_ckpt
 from tests.conftest import BuiltDatabase, built_sqlite_copy, create_database, drop_database, dsn_for
@@ -145,9 +146,32 @@ def _readable(manifest: Manifest) -> list[ThreadRecord]:
     return [t for t in manifest.threads if t.read_back == "intact" and not any(f.injected for f in t.faults)]
 
 
+# One saver per database for the test's whole run: opening one per read (a connection and the saver's setup)
+# was most of the applied-plan tests' time on Postgres.
+_READERS: dict[str, GraphFactory] = {}
+_READER_STACK: list[contextlib.ExitStack] = []
+
+
+@pytest.fixture(autouse=True)
+def _one_reader_per_database(copies: list[Copy]) -> Iterator[None]:
+    """Closed before `copies` drops the databases (this fixture is set up after it, so torn down first)."""
+    with contextlib.ExitStack() as stack:
+        _READER_STACK.append(stack)
+        try:
+            yield
+        finally:
+            _READER_STACK.pop()
+            _READERS.clear()
+
+
+def _factory(db: str, manifest: Manifest) -> GraphFactory:
+    if db not in _READERS:
+        _READERS[db] = _READER_STACK[-1].enter_context(readback.reader(manifest, db))[1]
+    return _READERS[db]
+
+
 def _messages(db: str, manifest: Manifest, thread: ThreadRecord, checkpoint_id: str | None = None) -> list[Any]:
-    with readback.reader(manifest, db) as (_, factory):
-        read = readback.state(factory, thread, checkpoint_id).get("messages", [])
+    read = readback.state(_factory(db, manifest), thread, checkpoint_id).get("messages", [])
     return [(m.id, type(m).__name__, m.content) for m in read]
 
 
@@ -203,10 +227,9 @@ def _resume(db: str, manifest: Manifest, thread: ThreadRecord, checkpoint_id: st
     (from the newest checkpoint), or on a branch or regenerate (from `checkpoint_id`)."""
     writer = thread.writers[-1]
     spec = GraphSpec(writer.graph, writer.mode, writer.cadence, writer.ticks_per_turn)
-    with readback.reader(manifest, db) as (_, factory):
-        human = HumanMessage(content="after retention", id=f"h-after-{checkpoint_id or 'head'}")
-        config = run_config(thread.thread_id, writer.mode, checkpoint_id)
-        values = factory.get(spec).invoke({"messages": [human]}, config)
+    human = HumanMessage(content="after retention", id=f"h-after-{checkpoint_id or 'head'}")
+    config = run_config(thread.thread_id, writer.mode, checkpoint_id)
+    values = _factory(db, manifest).get(spec).invoke({"messages": [human]}, config)
     return [(m.id, type(m).__name__, m.content) for m in values.get("messages", [])]
 
 
