@@ -21,6 +21,8 @@ from urllib.parse import unquote
 MASK = "***"
 
 _known_secrets: set[str] = set()
+# Short URL passwords with the user before them: (`user:pw@`, `user:***@`).
+_known_credentials: set[tuple[str, str]] = set()
 # Shorter secrets would mask ordinary letters everywhere ("p" in "ckpt"); where a short password stands in a
 # DSN or after a password key, the patterns mask it anyway.
 MIN_REMEMBERED = 4
@@ -89,6 +91,14 @@ def remember_dsn(dsn: str) -> None:
     """Remember every reading of a DSN's password (psycopg's errors and DeerFlow's warnings may quote it)."""
     for reading in dsn_passwords(dsn):
         remember_secret(reading)
+    # Too short to mask alone, a URL password is still masked between its user and '@' wherever that stands,
+    # even where no '://' is left (a DSN taken as a path reads 'postgresql:/u:abc@h/db').
+    start = dsn.find("://")
+    if start >= 0:
+        user, colon, _ = dsn[start + 3 :].partition(":")
+        for password in {url_password(dsn), _libpq_url_password(dsn)}:
+            if colon and password and len(password) < MIN_REMEMBERED and "/" not in user and "@" not in user:
+                _known_credentials.add((f"{user}:{password}@", f"{user}:{MASK}@"))
 
 
 def remember_config_credentials(data: object) -> None:
@@ -143,6 +153,8 @@ def redact(message: str) -> str:
     # Longest first: a secret that holds a shorter one is masked whole.
     for secret in sorted((secret for secret in _known_secrets if secret in message), key=len, reverse=True):
         message = message.replace(secret, MASK)
+    for credential, masked in _known_credentials:
+        message = message.replace(credential, masked)
     spans = sorted([*_url_spans(message), *_keyword_spans(message)])
     if not spans:
         return message

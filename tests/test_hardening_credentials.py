@@ -27,11 +27,13 @@ from tests.conftest import BuiltDatabase
 @pytest.fixture(autouse=True)
 def _nothing_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redact_module, "_known_secrets", set())
+    monkeypatch.setattr(redact_module, "_known_credentials", set())
 
 
 def fresh_run(*args: str, **kwargs: object) -> CkptRun:
     """run_ckpt in process, with no secret remembered from an earlier run (a new process's memory)."""
     redact_module._known_secrets.clear()
+    redact_module._known_credentials.clear()
     return run_ckpt(*args, **kwargs)  # type: ignore[arg-type]
 
 
@@ -455,3 +457,15 @@ def test_a_usage_error_in_a_fresh_process_masks_the_password() -> None:
         result = run_ckpt(*args, process=True)
         assert result.exit_code == 2 and "***" in result.stderr, result.output
         assert_hidden(USAGE_PASSWORD, result, " ".join(args))
+
+
+@pytest.mark.parametrize("option", ["--config", "-o"])
+def test_a_short_password_in_a_dsn_taken_as_a_path_is_masked(option: str) -> None:
+    """Too short to be remembered alone, and its '://' collapsed to ':/' by the path: still masked after its user."""
+    dsn = "postgresql://deer:x7q@db.internal/app"
+    args = (
+        ("verify-shape", option, dsn) if option == "--config" else ("verify-shape", "--db", "missing.db", option, dsn)
+    )
+    result = fresh_run(*args)
+    assert result.exit_code == 2, result.output
+    assert "x7q" not in result.output, result.output

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +38,11 @@ def _typer_minor(version: str) -> tuple[int, ...]:
         return ()
 
 
+install_direct_coercion: Callable[[list[Any]], None] | None = None
 if _typer_minor(typer.__version__) == TESTED_TYPER:
-    from deerflow_ckpt.cli.params import install_direct_coercion
-else:
-    install_direct_coercion = None  # type: ignore[assignment]
+    # A later 0.29 patch release that moved typer's private layer falls back to typer's own coercion.
+    with contextlib.suppress(ImportError, AttributeError):
+        from deerflow_ckpt.cli.params import install_direct_coercion
 
 DEBUG_ENV = "CKPT_DEBUG"
 # typer vendors Click; its exception base is reachable from the public BadParameter.

@@ -105,7 +105,8 @@ class Machine:
     def busy(self) -> float | None:
         """The CPUs other work holds: the lesser of the 1-minute load and the tasks runnable now. The load
         lags by a minute (a run just finished, ckpt's own included, still counts as busy); the count now
-        alone would miss a job that sleeps on I/O between bursts."""
+        alone would take a moment's burst on a quiet machine for lasting work. (A job asleep on I/O at the
+        moment of reading counts as idle either way.)"""
         if self.load is None:
             return None if self.running is None else float(self.running)
         return self.load if self.running is None else min(self.load, float(self.running))

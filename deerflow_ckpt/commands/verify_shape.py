@@ -91,7 +91,7 @@ class ScanReport(ScanTally):
     timeline: Timeline | None = None
     # The --since boundary (a checkpoint id: ids sort by write time), if any.
     since: str | None = None
-    # Postgres: which saver generation set the tables up (checkpoint_migrations against the installed saver).
+    # Postgres: which saver generation set the tables up (checkpoint_migrations against the saver's known count).
     saver_setup: str | None = None
     # How many processes read the threads, and why that many (--verbose says so).
     processes: int = 1
