@@ -469,3 +469,12 @@ def test_a_short_password_in_a_dsn_taken_as_a_path_is_masked(option: str) -> Non
     result = fresh_run(*args)
     assert result.exit_code == 2, result.output
     assert "x7q" not in result.output, result.output
+
+
+def test_ckpt_config_shows_a_project_files_dsn_with_its_password_masked(tmp_path: Path) -> None:
+    """`ckpt config` prints every setting the project file gives, a database DSN among them."""
+    (tmp_path / "pyproject.toml").write_text(f'[tool.ckpt]\ndb = "{USAGE_DSN}"\n', encoding="utf-8")
+    shown = fresh_run("config", cwd=tmp_path)
+    assert shown.exit_code == 0, shown.output
+    assert 'db = "postgresql://deer:***@db.internal/app"' in shown.stdout, shown.stdout
+    assert_hidden(USAGE_PASSWORD, shown, USAGE_DSN)

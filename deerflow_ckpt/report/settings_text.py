@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deerflow_ckpt.commands.show_config import Setting, WorkedOut
 from deerflow_ckpt.config.project import ProjectConfig
+from deerflow_ckpt.redact import redact
 from deerflow_ckpt.report.printable import printable
 
 
@@ -29,8 +30,9 @@ def _toml(value: object) -> str:
 def render_settings(project: ProjectConfig, settings: Sequence[Setting]) -> str:
     head = "none" if project.path is None else str(project.path)
     lines = [f"# project config: {printable(head)} ({printable(project.found_via)})"]
-    width = max(len(f"{s.key} = {_toml(s.value)}") for s in settings)
-    for setting in settings:
-        assignment = f"{setting.key} = {_toml(setting.value)}"
-        lines.append(f"{printable(assignment).ljust(width)}  # {printable(setting.source)}")
+    # A project file may name a DSN with its password (db = "postgresql://u:pw@h/db"): shown masked.
+    assignments = [printable(redact(f"{setting.key} = {_toml(setting.value)}")) for setting in settings]
+    width = max(len(assignment) for assignment in assignments)
+    for assignment, setting in zip(assignments, settings, strict=True):
+        lines.append(f"{assignment.ljust(width)}  # {printable(setting.source)}")
     return "\n".join(lines) + "\n"
