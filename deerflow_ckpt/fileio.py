@@ -7,7 +7,6 @@ import contextlib
 import errno
 import os
 import signal
-import socket
 import stat
 import tempfile
 import threading
@@ -351,6 +350,8 @@ def write_output(path: Path, chunks: Iterable[bytes]) -> None:
 
 def _connected_socket(path: Path) -> int:
     """A descriptor of a stream connection to the Unix socket at `path` (what `socat - UNIX:path` writes to)."""
+    import socket  # only a report sent to a socket needs it
+
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(path))

@@ -10,7 +10,6 @@ The file counts fingerprints: two findings of one rule at one checkpoint are two
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -38,6 +37,8 @@ def fingerprint(finding: Finding) -> str:
     else:
         spot = ["content", _NUMBERS.sub("#", finding.message)]
     key = [str(finding.rule), finding.thread_id, finding.checkpoint_ns, *spot]
+    import hashlib  # only a run with a baseline hashes: a plain scan's start-up does not load it
+
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
 
 

@@ -8,14 +8,11 @@ command in a CI log, and a CSV cell starting with `=` is a formula a spreadsheet
 
 from __future__ import annotations
 
-import csv
 import functools
-import html
 import io
 import json
 import os
 import re
-import shlex
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -122,6 +119,8 @@ def json_dumps(document: object, indent: int | None = 2) -> str:
 def shell_word(text: str) -> str:
     """`text` as one shell word that names exactly it and is safe to print: shlex.quote's, or where it holds an
     unsafe character bash's $'...' with that character's bytes as \\xNN (a backslash only doubled there)."""
+    import shlex  # this module's rarer writers load their stdlib helpers when used, not at start-up
+
     unsafe = _unsafe_character()
     if not unsafe.search(text):
         return shlex.quote(text)
@@ -136,6 +135,8 @@ def shell_word(text: str) -> str:
 
 def markdown_cell(text: str) -> str:
     """Safe inside a Markdown table cell of a step summary: escaped, no HTML, no cell or row breaks."""
+    import html
+
     escaped = _MARKDOWN.sub(r"\\\1", html.escape(printable(text, keep_lines=True), quote=False))
     return escaped.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
 
@@ -149,6 +150,8 @@ def csv_cell(text: str) -> str:
 
 def csv_text(rows: Iterable[Sequence[str | int | None]]) -> str:
     """The one CSV writer: every text cell through csv_cell, numbers as they are, one line per row."""
+    import csv
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerows([csv_cell(cell) if isinstance(cell, str) else cell for cell in row] for row in rows)

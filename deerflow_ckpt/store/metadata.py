@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.lean import read_metadata
 from deerflow_ckpt.store.records import Problem
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 
@@ -48,6 +47,8 @@ MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | None
 
 def metadata_in_python(raw: bytes | None, lean: bool, problems: list[Problem]) -> MetadataFacts:
     """step, source, mode marker and the two messages counters, each None unless of the type the rules read."""
+    from deerflow_ckpt.store.lean import read_metadata  # msgspec, only where the compiled judge is not used
+
     fields = read_metadata(raw) if lean and raw is not None else None
     if fields is not None:
         step, source = fields.step, fields.source

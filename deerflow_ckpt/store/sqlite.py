@@ -12,9 +12,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import resolved
@@ -30,12 +28,6 @@ from deerflow_ckpt.native import (
     open_lineages,
 )
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.lean import (
-    CheckpointFields,
-    read_checkpoint,
-    snapshot_is_empty,
-    snapshot_payload_size,
-)
 from deerflow_ckpt.store.metadata import metadata_in_python
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
@@ -55,6 +47,11 @@ from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite_text import lossless_text, stored_bytes
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL, WriteFolder, check_typed_bytes, fold_contents
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from deerflow_ckpt.store.lean import CheckpointFields
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _WAL_VERSION_BYTES = slice(18, 20)  # file format read/write versions: 2 means WAL
@@ -171,6 +168,8 @@ def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
 
 def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: InertDecoder) -> bool:
     """Classify from the lean decode; False sends the row to the full decode, which reports problems."""
+    from deerflow_ckpt.store.lean import snapshot_is_empty, snapshot_payload_size
+
     messages = fields.channel_values.get(MESSAGES_CHANNEL)
     for raw in fields.channel_values.values():
         # A one-byte value (nil, a small int, true/false) cannot name a type; anything longer is decoded.
@@ -270,6 +269,9 @@ def record_from_row(
         if summary is not None:
             _classify_summary(record, summary)
             return record
+        # msgspec loads only where the compiled judge abstained or is not built (a small scan's start-up).
+        from deerflow_ckpt.store.lean import read_checkpoint
+
         checkpoint = read_checkpoint(data)
         if checkpoint is not None and _classify_lean(record, checkpoint, decoder):
             return record
