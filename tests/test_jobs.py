@@ -7,6 +7,7 @@ real store the fixture builder wrote, through the real reader; and this machine 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,74 @@ def test_verbose_says_how_many_processes_and_why(built_sqlite: BuiltDatabase) ->
     assert line.startswith("ckpt: threads read by 1 process (automatic, ")
     given = run_ckpt("verify-shape", "--db", built_sqlite.db, "--format", "json", "--verbose", "--jobs", "2")
     assert "ckpt: threads read by 2 processes (--jobs 2; " in given.stderr
+
+
+def _plans(database: str, nullable: bool) -> list[str]:
+    """SQLite's plan for each of the scan's two queries for the first of two shares."""
+    import sqlite3
+
+    from deerflow_ckpt.store.selection import ThreadSelection
+    from deerflow_ckpt.store.sqlite import _queries
+
+    checkpoints, writes, parameters = _queries(ThreadSelection(upper="m"), nullable)
+    with sqlite3.connect(database) as connection:
+        return [" ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {q}", parameters)) for q in (
+            checkpoints, writes)]  # fmt: skip
+
+
+def test_the_first_share_reads_only_its_range_on_the_savers_schema(built_sqlite: BuiltDatabase) -> None:
+    """The savers declare thread_id NOT NULL: the first share's queries walk the index over its range only (with
+    `OR thread_id IS NULL` SQLite scanned the whole index, and read the rows past the range)."""
+    import sqlite3
+
+    from deerflow_ckpt.store.sqlite import thread_ids_nullable
+
+    with sqlite3.connect(built_sqlite.db) as connection:
+        assert thread_ids_nullable(connection) is False
+    for plan in _plans(built_sqlite.db, nullable=False):
+        assert plan.startswith("SEARCH ") and "(thread_id<?)" in plan, plan
+    # What a schema that allows NULL thread ids still needs: the whole index.
+    assert all(plan.startswith("SCAN ") for plan in _plans(built_sqlite.db, nullable=True))
+
+
+@pytest.mark.slow
+def test_a_null_thread_id_is_read_by_the_first_share_where_the_schema_allows_it(
+    built_sqlite: BuiltDatabase, tmp_path: Path
+) -> None:
+    import json
+    import sqlite3
+
+    from deerflow_ckpt.store.sqlite import thread_ids_nullable
+
+    loose = tmp_path / "loose.db"
+    with sqlite3.connect(loose) as connection:
+        # A hand-made schema without NOT NULL, and one thread whose id is NULL in both tables.
+        connection.execute(f"ATTACH DATABASE '{built_sqlite.path}' AS source")
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"CREATE TABLE {table} AS SELECT * FROM source.{table}")
+            connection.execute(f"UPDATE {table} SET thread_id = NULL WHERE thread_id = 'fault-ck304-pruned-writes'")
+        assert thread_ids_nullable(connection) is True
+    counts = []
+    for jobs in ("1", "2"):
+        result = run_ckpt("verify-shape", "--db", str(loose), "--format", "json", "--jobs", jobs)
+        assert result.exit_code == 1, result.stderr
+        report = json.loads(result.stdout)
+        counts.append((report["summary"]["checkpoints"], report["summary"]["threads"]))
+        assert "NULL" in {finding["thread_id"] for finding in report["findings"]}
+    assert counts[0] == counts[1]
+
+
+def _killed_share(selection: object, progress: object) -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_one_clear_error() -> None:
+    """A worker the system kills (memory, or SIGBUS under the compiled reader's memory map) is a StoreError that
+    says so, not an internal error about a broken process pool."""
+    from deerflow_ckpt.errors import StoreError
+    from deerflow_ckpt.store.selection import ThreadSelection
+
+    with pytest.raises(StoreError, match="a reading process was killed"):
+        shares.run_shares(_killed_share, [ThreadSelection(upper="m"), ThreadSelection(lower="m")])

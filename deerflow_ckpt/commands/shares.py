@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from deerflow_ckpt.errors import Interrupted
+from deerflow_ckpt.errors import Interrupted, StoreError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.store.readers import LineageReader
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
@@ -231,8 +231,21 @@ def run_shares(
                 progress(int(shared.value))
             for future in futures:
                 if future.done() and future.exception() is not None:
-                    raise future.exception()  # type: ignore[misc]
+                    raise _worker_failure(future.exception())  # type: ignore[arg-type]
         return [future.result() for future in futures]
+
+
+def _worker_failure(error: BaseException) -> BaseException:
+    """What a failed share raises here: its own error, or for a worker that was killed a StoreError that says
+    what kills one (the compiled SQLite reader reads through a memory map, where an I/O error is a SIGBUS)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(error, BrokenProcessPool):
+        return StoreError(
+            "a reading process was killed (by the system, for memory, or by SIGBUS: the database file was cut "
+            "short or could not be read while the scan mapped it)"
+        )
+    return error
 
 
 class _WorkerPool(Executor):

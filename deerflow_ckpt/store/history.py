@@ -155,13 +155,14 @@ class SqliteHistoryReader:
     def histories(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageHistory]:
         import sqlite3
 
-        from deerflow_ckpt.store.sqlite import connect_readonly
+        from deerflow_ckpt.store.sqlite import connect_readonly, thread_ids_nullable
 
         connection = connect_readonly(self.target)
         try:
             columns = {row[1] for row in connection.execute("PRAGMA table_info(writes)")}
             has_path = "task_path" in columns
-            clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
+            nullable = thread_ids_nullable(connection)
+            clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
             where = "WHERE " + " AND ".join(clauses) if clauses else ""
             and_where = "AND " + " AND ".join(clauses) if clauses else ""
             checkpoints = connection.execute(_SQLITE_CHECKPOINTS.format(where=where), parameters)

@@ -40,12 +40,14 @@ _SQLITE_WRITES = (
 
 
 def _sqlite_rows(target: SqliteTarget, selection: ThreadSelection) -> Iterator[LineageRows]:
-    from deerflow_ckpt.store.sqlite import connect_readonly, sqlite_order
+    from deerflow_ckpt.store.sqlite import connect_readonly, sqlite_order, thread_ids_nullable
 
     connection = connect_readonly(target)
-    clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
-    where = "WHERE " + " AND ".join(clauses) if clauses else ""
     try:
+        clauses, parameters = selection.conditions(
+            "thread_id", "?", sqlite=True, nullable=thread_ids_nullable(connection)
+        )
+        where = "WHERE " + " AND ".join(clauses) if clauses else ""
         # One read transaction: the two passes see the same database while a writer carries on.
         connection.execute("BEGIN")
         checkpoints = connection.execute(_SQLITE_CHECKPOINTS.format(where=where), parameters)

@@ -17,8 +17,11 @@ class ThreadSelection:
     # Exactly these threads (a --since scan reads only the threads written since then).
     thread_ids: tuple[str, ...] | None = None
 
-    def conditions(self, column: str, placeholder: str, sqlite: bool) -> tuple[list[str], list[Any]]:
-        """SQL conditions on `column` and their parameters, in the reader's own dialect."""
+    def conditions(
+        self, column: str, placeholder: str, sqlite: bool, nullable: bool = True
+    ) -> tuple[list[str], list[Any]]:
+        """SQL conditions on `column` and their parameters, in the reader's own dialect; `nullable`: the schema
+        lets `column` hold NULL (False where its tables declare it NOT NULL, as the savers' do)."""
         clauses: list[str] = []
         parameters: list[Any] = []
         for value, operator in ((self.thread_id, "="), (self.lower, ">="), (self.upper, "<")):
@@ -35,8 +38,10 @@ class ThreadSelection:
                 bound = placeholder
             clauses.append(f"{column} {operator} {bound}")
             parameters.append(value)
-        if self.upper is not None and self.lower is None:
-            # The first share also reads NULL thread ids (a schema without NOT NULL): no range holds them.
+        if self.upper is not None and self.lower is None and nullable:
+            # The first share also reads NULL thread ids (a schema without NOT NULL): no range holds them. Only
+            # there: with the OR, SQLite walks the whole index, not the share's range (the first of two shares
+            # of a 1.4 GB store read 636 MB more than its own half).
             clauses[-1] = f"({clauses[-1]} OR {column} IS NULL)"
         if self.thread_ids is not None:
             # One parameter whatever the count: SQLite reads a JSON array, Postgres binds a text[].

@@ -157,6 +157,16 @@ def keys_are_text(connection: sqlite3.Connection) -> bool:
     return True
 
 
+def thread_ids_nullable(connection: sqlite3.Connection) -> bool:
+    """False when both tables declare thread_id NOT NULL (the savers' schema): a share's range then needs no
+    `OR thread_id IS NULL`, which keeps SQLite from bounding its index walk to the range."""
+    for table in ("checkpoints", "writes"):
+        declared = {row[1]: row[3] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if not declared.get("thread_id"):
+            return True
+    return False
+
+
 def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
     """(True, value) when `raw` decodes inertly and names only trusted types; (False, None) otherwise."""
     try:
@@ -292,13 +302,14 @@ class SqliteCheckpointReader:
         path, uri = readonly_uri(self.target)
         connection = _connect(path, uri)
         try:
+            nullable = thread_ids_nullable(connection)
             if self._fits_compiled() and keys_are_text(connection):
                 connection.close()
-                yield from self._stream_compiled(path, uri, selection)
+                yield from self._stream_compiled(path, uri, selection, nullable)
                 return
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
-            yield from self._stream(connection, selection)
+            yield from self._stream(connection, selection, nullable)
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.path} failed: {exc}") from exc
@@ -370,10 +381,10 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
-    def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection) -> Iterator[Lineage]:
+    def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection, nullable: bool) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
         assert open_lineages is not None
-        checkpoints_sql, writes_sql, parameters = _queries(selection)
+        checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
         decoder = self.decoder
         try:
             stream = open_lineages(
@@ -393,8 +404,8 @@ class SqliteCheckpointReader:
         finally:
             stream.close()
 
-    def _stream(self, connection: sqlite3.Connection, selection: ThreadSelection) -> Iterator[Lineage]:
-        checkpoints_sql, writes_sql, parameters = _queries(selection)
+    def _stream(self, connection: sqlite3.Connection, selection: ThreadSelection, nullable: bool) -> Iterator[Lineage]:
+        checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
         checkpoints = connection.execute(checkpoints_sql, parameters)
         writes = connection.execute(writes_sql, parameters)
         pending_write: tuple[Any, ...] | None = next(writes, None)
@@ -456,9 +467,9 @@ RECORD_FITS = tuple(field.name for field in dataclasses.fields(CheckpointRecord)
 )
 
 
-def _queries(selection: ThreadSelection) -> tuple[str, str, list[str]]:
+def _queries(selection: ThreadSelection, nullable: bool = True) -> tuple[str, str, list[str]]:
     """The checkpoint and write queries limited to `selection`, and their parameters (the same for both)."""
-    clauses, parameters = selection.conditions("thread_id", "?", sqlite=True)
+    clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
     and_where = "AND " + " AND ".join(clauses) if clauses else ""
     return _CHECKPOINTS_SQL.format(where=where), _WRITES_SQL.format(and_where=and_where), parameters
