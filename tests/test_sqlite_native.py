@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -380,48 +379,3 @@ def test_other_key_affinity_takes_the_python_reader(tmp_path: Path) -> None:
     [lineage] = SqliteCheckpointReader(SqliteTarget(path)).lineages()
     # An integer key arrives as its text (records.key_text), the form every report can show.
     assert lineage.thread_id == "7" and [record.checkpoint_id for record in lineage.records] == ["c1"]
-
-
-_PEAK_PROBE = """
-import sys
-from deerflow_ckpt.store.source import SqliteTarget
-from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
-from pathlib import Path
-
-def kib(field):
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field + ":"))
-
-reader = SqliteCheckpointReader(SqliteTarget(Path(sys.argv[1])))
-assert reader.python_reader_because() is None
-before = kib("VmRSS")
-checkpoints = sum(len(lineage.records) for lineage in reader.lineages())
-print(checkpoints, kib("VmHWM") - before)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="the map's pages are given back on Linux only")
-@pytest.mark.skipif(
-    "libasan" in os.environ.get("LD_PRELOAD", ""), reason="scripts/fuzz-native.sh: AddressSanitizer's own memory"
-)
-def test_the_memory_map_does_not_hold_the_whole_file(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
-    """The compiled reader reads the file through SQLite's memory map; the pages it read are given back every
-    32 MB, so a scan's peak resident size does not grow with the file (it did: a 1.4 GB store peaked at 1.35 GB)."""
-    import subprocess
-    import sys
-
-    big = tmp_path / "big.db"
-    shutil.copy(built_sqlite.path, big)
-    with sqlite3.connect(big) as connection:
-        for table in ("checkpoints", "writes"):
-            columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            chosen = ", ".join("thread_id || ?" if column == "thread_id" else column for column in columns)
-            # Six doublings of the builder's real rows, each copy under its own thread ids.
-            for copy in range(6):
-                connection.execute(f"INSERT INTO {table} SELECT {chosen} FROM {table}", (f"/{copy}",))
-    size_kib = big.stat().st_size // 1024
-    assert size_kib > 160 * 1024
-    done = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(big)], capture_output=True, text=True, check=True)
-    checkpoints, grown_kib = map(int, done.stdout.split())
-    assert checkpoints == 64 * sum(len(thread.checkpoints) for thread in built_sqlite.manifest.threads)
-    assert grown_kib < 96 * 1024, (grown_kib, size_kib)

@@ -231,20 +231,19 @@ def run_shares(
                 progress(int(shared.value))
             for future in futures:
                 if future.done() and future.exception() is not None:
-                    raise _worker_failure(future.exception())  # type: ignore[arg-type]
+                    error = future.exception()
+                    assert error is not None
+                    raise _worker_failure(error) from error
         return [future.result() for future in futures]
 
 
 def _worker_failure(error: BaseException) -> BaseException:
-    """What a failed share raises here: its own error, or for a worker that was killed a StoreError that says
-    what kills one (the compiled SQLite reader reads through a memory map, where an I/O error is a SIGBUS)."""
+    """What a failed share raises here: its own error, or a StoreError for a worker that died without one (killed
+    by a signal, the system's out-of-memory killer among them), rather than an internal error about the pool."""
     from concurrent.futures.process import BrokenProcessPool
 
     if isinstance(error, BrokenProcessPool):
-        return StoreError(
-            "a reading process was killed (by the system, for memory, or by SIGBUS: the database file was cut "
-            "short or could not be read while the scan mapped it)"
-        )
+        return StoreError("a worker process ended without a result (killed by a signal, or out of memory)")
     return error
 
 

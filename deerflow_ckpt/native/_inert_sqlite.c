@@ -18,19 +18,11 @@
 #include <sqlite3.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __linux__
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#endif
 
 #include "_inert.h"
 
 #define BUSY_TIMEOUT_MS 5000 /* what Python's sqlite3.connect waits by default */
 #define SIGNAL_CHECK_ROWS 4096
-/* Bytes read through the memory map between two releases of its pages (release_mapped_pages). */
-#define MAPPED_BYTES_HELD ((size_t)32 << 20)
 
 /* The columns of store/sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
 enum { CK_THREAD, CK_NS, CK_ID, CK_PARENT, CK_TYPE, CK_DATA, CK_METADATA, CK_COLUMNS };
@@ -82,7 +74,6 @@ typedef struct {
     int task_type;
     Py_ssize_t counted_entry;
     unsigned long rows;
-    size_t mapped_since_release; /* payload bytes read since the map's pages were last released */
 } Stream;
 
 static int read_failed(Stream *s, int code) {
@@ -298,8 +289,6 @@ static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
     entry->id_size = id.size;
     memcpy(s->arena + s->arena_size, id.bytes, id.size);
     s->arena_size += id.size;
-    s->mapped_since_release +=
-        (size_t)sqlite3_column_bytes(st, CK_DATA) + (size_t)sqlite3_column_bytes(st, CK_METADATA);
     entry->fields = clean_fields(s, thread, ns);
     if (entry->fields != NULL) {
         entry->clean = 1;
@@ -373,7 +362,6 @@ static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
     const unsigned char *data = NULL;
     size_t size = 0;
     int has_data = payload(st, WR_VALUE, &data, &size);
-    s->mapped_since_release += size;
     InertValueFacts facts;
     int judged = has_data && is_text(&kind, "msgpack", 7) && inert_judge_value(data, size, &facts);
     if (!judged) {
@@ -486,43 +474,8 @@ failed:
     return NULL;
 }
 
-/* Give back the resident pages of the database's memory map (PRAGMA mmap_size, inert_open_lineages) once
-   MAPPED_BYTES_HELD were read through it, so the process's resident size stays about its own memory rather
-   than growing to the file's size. The map is SQLite's, shared and read-only: dropping its pages changes
-   nothing it reads (the next read faults the same page in from the page cache). Linux only: elsewhere the
-   pages stay resident until the scan ends, as the kernel sees fit. */
-static void release_mapped_pages(Stream *s) {
-    if (s->mapped_since_release < MAPPED_BYTES_HELD) return;
-    s->mapped_since_release = 0;
-#ifdef __linux__
-    const char *name = sqlite3_db_filename(s->db, "main");
-    struct stat file;
-    if (name == NULL || stat(name, &file) != 0) return;
-    FILE *maps = fopen("/proc/self/maps", "re");
-    if (maps == NULL) return;
-    char line[256];
-    int line_start = 1;
-    while (fgets(line, sizeof line, maps) != NULL) {
-        int starts_line = line_start;
-        line_start = strchr(line, '\n') != NULL; /* a long path: the rest of its line is no new entry */
-        unsigned long start, end, offset, major, minor, inode;
-        char mode[5];
-        if (!starts_line || sscanf(line, "%lx-%lx %4s %lx %lx:%lx %lu", &start, &end, mode, &offset, &major, &minor,
-                                   &inode) != 7)
-            continue;
-        /* Only a shared, read-only mapping of this very file: its pages always come back as they are. */
-        if (strcmp(mode, "r--s") != 0 || inode != (unsigned long)file.st_ino ||
-            makedev((unsigned int)major, (unsigned int)minor) != file.st_dev || end <= start)
-            continue;
-        madvise((void *)start, end - start, MADV_DONTNEED);
-    }
-    fclose(maps);
-#endif
-}
-
 static PyObject *next_lineage(Stream *s) {
     if (s->db == NULL || !s->checkpoint_row) return NULL; /* StopIteration */
-    release_mapped_pages(s);
     Key thread, ns;
     if (lineage_key(s->checkpoints, &thread, &ns) < 0) return NULL;
     PyObject *thread_value = key_text_value(&thread), *ns_value = key_text_value(&ns), *deferred = PyList_New(0);
@@ -649,9 +602,6 @@ static int execute(Stream *s, const char *sql) {
     return code == SQLITE_OK ? 0 : read_failed(s, code);
 }
 
-/* As much of the file as SQLite's build allows (SQLITE_MAX_MMAP_SIZE; 2 GB by default). */
-#define MMAP_BYTES "1099511627776"
-
 PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     (void)module;
     const char *uri, *checkpoints_sql, *writes_sql;
@@ -677,10 +627,7 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     }
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     /* One read transaction: a consistent snapshot while a live writer carries on. */
-    /* Pages read through a read-only memory map, not copied by pread: a third of the reader's system time on
-       1.4 GB (docs/architecture.md, Fixed cost). SQLite caps the size at its build's limit. */
-    if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "PRAGMA mmap_size = " MMAP_BYTES) < 0 ||
-        execute(s, "BEGIN") < 0 ||
+    if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
         prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||
         prepare(s, writes_sql, parameters, &s->writes) < 0 || step(s, s->checkpoints, &s->checkpoint_row) < 0 ||
         step(s, s->writes, &s->write_row) < 0)

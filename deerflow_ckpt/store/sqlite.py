@@ -158,9 +158,14 @@ def keys_are_text(connection: sqlite3.Connection) -> bool:
 
 
 def thread_ids_nullable(connection: sqlite3.Connection) -> bool:
-    """False when both tables declare thread_id NOT NULL (the savers' schema): a share's range then needs no
-    `OR thread_id IS NULL`, which keeps SQLite from bounding its index walk to the range."""
+    """False when both tables are ordinary tables that declare thread_id NOT NULL (the savers' schema): a share's
+    range then needs no `OR thread_id IS NULL`, which keeps SQLite from bounding its index walk to the range.
+    (A virtual table's declared NOT NULL is not enforced.)"""
     for table in ("checkpoints", "writes"):
+        query = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?"
+        row = connection.execute(query, (table,)).fetchone()
+        if row is None or not isinstance(row[0], str) or row[0].upper().startswith("CREATE VIRTUAL"):
+            return True
         declared = {row[1]: row[3] for row in connection.execute(f"PRAGMA table_info({table})")}
         if not declared.get("thread_id"):
             return True
