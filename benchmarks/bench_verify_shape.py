@@ -206,14 +206,15 @@ def _floor_share(target: str, jobs: int, index: int, copy: bool) -> int:
     fetches them, every stored value judged by the compiled judge; or by COPY BINARY, each query on its own
     connection, rows neither parsed nor judged (the server's side of a client that parses COPY itself)."""
     from deerflow_ckpt.native import value_summary
-    from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
+    from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names, thread_ids_nullable
 
     reader, shares = _postgres_shares(target, jobs)
     judge = value_summary
     assert judge is not None, "the compiled judge is not built"
     connections = [connect(reader.target) for _ in range(3 if copy else 1)]
     tables = table_names(connections[0], reader.target.schema)
-    queries, parameters = reader.stream_queries(tables, shares[index], byte_ordered(connections[0]))
+    nullable = thread_ids_nullable(connections[0], reader.target.schema)
+    queries, parameters = reader.stream_queries(tables, shares[index], byte_ordered(connections[0]), nullable)
     rows = 0
     if copy:
         from psycopg import sql

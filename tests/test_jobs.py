@@ -164,3 +164,40 @@ def test_a_killed_worker_is_one_clear_error() -> None:
 
     with pytest.raises(StoreError, match="a worker process ended without a result"):
         shares.run_shares(_killed_share, [ThreadSelection(upper="m"), ThreadSelection(lower="m")])
+
+
+def test_the_first_share_reads_only_its_range_on_postgres(
+    built_postgres: BuiltDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """Postgres: the savers' primary keys make thread_id NOT NULL, so the first share's checkpoints query is an
+    index scan bounded by its range; with `OR thread_id IS NULL` the bound becomes a filter over every row."""
+    import psycopg
+    from psycopg import sql
+
+    from deerflow_ckpt.store.postgres import PostgresCheckpointReader, byte_ordered, table_names, thread_ids_nullable
+    from deerflow_ckpt.store.selection import ThreadSelection
+    from deerflow_ckpt.store.source import target_from_argument
+
+    reader = PostgresCheckpointReader(target_from_argument(built_postgres.db), sizes=False)  # type: ignore[arg-type]
+    with psycopg.connect(built_postgres.db) as connection:
+        assert thread_ids_nullable(connection, "") is False
+        assert byte_ordered(connection)  # the test server's collation: a range can use the primary key
+        # The plan a store of real size gets (measured on 45,000 checkpoints), forced on the small fixture.
+        connection.execute("SET enable_seqscan = off")
+        connection.execute("SET enable_bitmapscan = off")
+        tables = table_names(connection, "")
+        conditions = {}
+        for nullable in (False, True):
+            queries, parameters = reader.stream_queries(tables, ThreadSelection(upper="m"), True, nullable)
+            plan = [row[0] for row in connection.execute(sql.SQL("EXPLAIN ") + queries[0], parameters)]
+            conditions[nullable] = [line.strip() for line in plan if "thread_id" in line]
+        assert any(line.startswith("Index Cond: (thread_id < ") for line in conditions[False]), conditions
+        assert not any(line.startswith("Filter:") for line in conditions[False]), conditions
+        assert any(line.startswith("Filter:") and "IS NULL" in line for line in conditions[True]), conditions
+    # A schema of the same tables without NOT NULL still reads NULL thread ids in the first share.
+    dsn, schema = pg_schema
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            connection.execute(sql.SQL("CREATE TABLE {} (thread_id text)").format(sql.Identifier(schema, table)))
+        assert thread_ids_nullable(connection, schema) is True

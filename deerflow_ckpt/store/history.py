@@ -414,14 +414,15 @@ class PostgresHistoryReader:
         import psycopg
         from psycopg import sql
 
-        from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
+        from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names, thread_ids_nullable
 
         connection = connect(self.target)
         try:
             tables = table_names(connection, self.target.schema)
             in_byte_order = byte_ordered(connection)
             suffix = "" if in_byte_order else ' COLLATE "C"'
-            clauses, values = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
+            nullable = thread_ids_nullable(connection, self.target.schema)
+            clauses, values = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False, nullable=nullable)
             where = sql.SQL("WHERE " + " AND ".join(clauses) if clauses else "")
             and_where = sql.SQL("AND " + " AND ".join(clauses) if clauses else "")
             with connection.cursor() as cursor:

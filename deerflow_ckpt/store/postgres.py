@@ -159,6 +159,20 @@ def table_names(connection: Any, schema: str) -> dict[str, Any]:
     return found
 
 
+def thread_ids_nullable(connection: Any, schema: str) -> bool:
+    """False when all three tables declare thread_id NOT NULL (the savers' primary keys do): a share's range then
+    needs no `OR thread_id IS NULL`, with which the first share's index scan cannot stop at its range."""
+    names = [f"{schema}.{table}" if schema else table for table in TABLES]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_attribute WHERE attname = 'thread_id' AND attnotnull AND NOT attisdropped "
+            "AND attrelid IN (SELECT to_regclass(name) FROM unnest(%s::text[]) AS name)",
+            (names,),
+        )
+        row = cursor.fetchone()
+    return row is None or int(row[0]) != len(TABLES)
+
+
 def _classify(record: CheckpointRecord, marker: Any, blob: tuple[Any, ...]) -> None:
     blob_type, blob_length, head, blob_exists = blob
     has_marker = marker is True
@@ -222,7 +236,8 @@ class PostgresCheckpointReader:
         connection = connect(self.target)
         try:
             tables = table_names(connection, self.target.schema)
-            yield from self._stream(connection, tables, selection, byte_ordered(connection))
+            nullable = thread_ids_nullable(connection, self.target.schema)
+            yield from self._stream(connection, tables, selection, byte_ordered(connection), nullable)
             connection.rollback()
         except psycopg.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {redact(str(exc)).strip()}") from None
@@ -296,14 +311,15 @@ class PostgresCheckpointReader:
             return points
 
     def stream_queries(
-        self, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
+        self, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool, nullable: bool = True
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...]]:
-        """The checkpoints, writes and blobs queries a scan streams (in one order), and their parameters."""
+        """The checkpoints, writes and blobs queries a scan streams (in one order), and their parameters;
+        `nullable`: thread_ids_nullable's answer for the tables."""
         from psycopg import sql
 
         suffix = "" if in_byte_order else ' COLLATE "C"'
-        qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s", sqlite=False)
-        plain, _ = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False)
+        qualified, values = selection.conditions(f"c.thread_id{suffix}", "%s", sqlite=False, nullable=nullable)
+        plain, _ = selection.conditions(f"thread_id{suffix}", "%s", sqlite=False, nullable=nullable)
         filter_sql = sql.SQL("WHERE " + " AND ".join(qualified) if qualified else "")
         plain_filter = sql.SQL("WHERE " + " AND ".join(plain) if plain else "")
         collate = sql.SQL("") if in_byte_order else sql.SQL(' COLLATE "C"')
@@ -318,9 +334,9 @@ class PostgresCheckpointReader:
         return (checkpoints, writes, blobs), tuple(values)
 
     def _stream(
-        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool
+        self, connection: Any, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool, nullable: bool
     ) -> Iterator[Lineage]:
-        queries, parameters = self.stream_queries(tables, selection, in_byte_order)
+        queries, parameters = self.stream_queries(tables, selection, in_byte_order, nullable)
         checkpoints, writes, blobs = (
             self._cursor(connection, name, query, parameters)
             for name, query in zip(("ckpt_checkpoints", "ckpt_writes", "ckpt_blobs"), queries, strict=True)

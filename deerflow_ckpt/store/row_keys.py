@@ -160,7 +160,7 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
     import psycopg
     from psycopg import sql
 
-    from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names
+    from deerflow_ckpt.store.postgres import byte_ordered, connect, table_names, thread_ids_nullable
     from deerflow_ckpt.store.prefetch import Prefetcher
 
     connection = connect(target)
@@ -170,7 +170,8 @@ def _postgres_rows(target: PostgresTarget, selection: ThreadSelection) -> Iterat
         tables = table_names(connection, target.schema)
         in_byte_order = byte_ordered(connection)
         collate = "" if in_byte_order else ' COLLATE "C"'
-        clauses, parameters = selection.conditions(f"thread_id{collate}", "%s", sqlite=False)
+        nullable = thread_ids_nullable(connection, target.schema)
+        clauses, parameters = selection.conditions(f"thread_id{collate}", "%s", sqlite=False, nullable=nullable)
         where = "WHERE " + " AND ".join(clauses) if clauses else ""
         cursors = []
         for name, query, table in (
