@@ -174,20 +174,20 @@ def test_the_first_share_reads_only_its_range_on_postgres(
     import psycopg
     from psycopg import sql
 
-    from deerflow_ckpt.store.postgres import PostgresCheckpointReader, byte_ordered, table_names, thread_ids_nullable
+    from deerflow_ckpt.store.postgres import PostgresCheckpointReader, table_names, thread_ids_nullable
     from deerflow_ckpt.store.selection import ThreadSelection
     from deerflow_ckpt.store.source import target_from_argument
 
     reader = PostgresCheckpointReader(target_from_argument(built_postgres.db), sizes=False)  # type: ignore[arg-type]
     with psycopg.connect(built_postgres.db) as connection:
         assert thread_ids_nullable(connection, "") is False
-        assert byte_ordered(connection)  # the test server's collation: a range can use the primary key
         # The plan a store of real size gets (measured on 45,000 checkpoints), forced on the small fixture.
         connection.execute("SET enable_seqscan = off")
         connection.execute("SET enable_bitmapscan = off")
         tables = table_names(connection, "")
         conditions = {}
         for nullable in (False, True):
+            # In byte order (no COLLATE clause), so the primary key serves whatever the server's collation.
             queries, parameters = reader.stream_queries(tables, ThreadSelection(upper="m"), True, nullable)
             plan = [row[0] for row in connection.execute(sql.SQL("EXPLAIN ") + queries[0], parameters)]
             conditions[nullable] = [line.strip() for line in plan if "thread_id" in line]
@@ -200,4 +200,16 @@ def test_the_first_share_reads_only_its_range_on_postgres(
         connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
             connection.execute(sql.SQL("CREATE TABLE {} (thread_id text)").format(sql.Identifier(schema, table)))
+        assert thread_ids_nullable(connection, schema) is True
+        # NOT NULL everywhere, but one table has a child that dropped it: a NULL row reads through the parent.
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            connection.execute(
+                sql.SQL("ALTER TABLE {} ALTER thread_id SET NOT NULL").format(sql.Identifier(schema, table))
+            )
+        assert thread_ids_nullable(connection, schema) is False
+        child = sql.Identifier(schema, "child")
+        connection.execute(
+            sql.SQL("CREATE TABLE {} () INHERITS ({})").format(child, sql.Identifier(schema, "checkpoints"))
+        )
+        connection.execute(sql.SQL("ALTER TABLE {} ALTER thread_id DROP NOT NULL").format(child))
         assert thread_ids_nullable(connection, schema) is True

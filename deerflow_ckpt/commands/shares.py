@@ -230,21 +230,23 @@ def run_shares(
             if progress is not None:
                 progress(int(shared.value))
             for future in futures:
-                if future.done() and future.exception() is not None:
-                    error = future.exception()
-                    assert error is not None
-                    raise _worker_failure(error) from error
+                error = future.exception() if future.done() else None
+                if error is not None:
+                    _raise_worker_failure(error)
         return [future.result() for future in futures]
 
 
-def _worker_failure(error: BaseException) -> BaseException:
-    """What a failed share raises here: its own error, or a StoreError for a worker that died without one (killed
-    by a signal, the system's out-of-memory killer among them), rather than an internal error about the pool."""
+def _raise_worker_failure(error: BaseException) -> None:
+    """A failed share's own error (with the worker's traceback for --debug), or a StoreError for a worker that
+    died without one, rather than an internal error about the pool."""
     from concurrent.futures.process import BrokenProcessPool
 
     if isinstance(error, BrokenProcessPool):
-        return StoreError("a worker process ended without a result (killed by a signal, or out of memory)")
-    return error
+        raise StoreError(
+            "a worker process ended without a result (killed by a signal or for memory, or it could not start or "
+            "hand back its share)"
+        ) from error
+    raise error
 
 
 class _WorkerPool(Executor):

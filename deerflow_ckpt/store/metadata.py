@@ -7,7 +7,9 @@ one that takes over where it abstains.
 
 from __future__ import annotations
 
+import functools
 import json
+from types import ModuleType
 from typing import Any
 
 from deerflow_ckpt.rules import RuleCode
@@ -42,14 +44,21 @@ def _metadata_values(raw: bytes | None, problems: list[Problem]) -> tuple[Any, A
     return get("step"), get("source"), get("deerflow_checkpoint_channel_mode"), get("counters_since_delta_snapshot")
 
 
+@functools.cache
+def lean_decoders() -> ModuleType:
+    """store/lean.py, imported on first use: msgspec loads only where the compiled judge is not used (a scan's
+    start-up); cached, as the per-row callers would otherwise pay an import statement a row."""
+    from deerflow_ckpt.store import lean
+
+    return lean
+
+
 MetadataFacts = tuple[int | None, str | None, str | None, int | None, int | None]
 
 
 def metadata_in_python(raw: bytes | None, lean: bool, problems: list[Problem]) -> MetadataFacts:
     """step, source, mode marker and the two messages counters, each None unless of the type the rules read."""
-    from deerflow_ckpt.store.lean import read_metadata  # msgspec, only where the compiled judge is not used
-
-    fields = read_metadata(raw) if lean and raw is not None else None
+    fields = lean_decoders().read_metadata(raw) if lean and raw is not None else None
     if fields is not None:
         step, source = fields.step, fields.source
         mode, counters = fields.deerflow_checkpoint_channel_mode, fields.counters_since_delta_snapshot

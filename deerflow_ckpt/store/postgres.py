@@ -160,13 +160,17 @@ def table_names(connection: Any, schema: str) -> dict[str, Any]:
 
 
 def thread_ids_nullable(connection: Any, schema: str) -> bool:
-    """False when all three tables declare thread_id NOT NULL (the savers' primary keys do): a share's range then
-    needs no `OR thread_id IS NULL`, with which the first share's index scan cannot stop at its range."""
+    """False when all three tables are plain tables without inheritance children that declare thread_id NOT NULL
+    (the savers' primary keys do): a share's range then needs no `OR thread_id IS NULL`, with which the first
+    share's index scan cannot stop at its range. A child table, a foreign or partitioned one may hold a NULL
+    its parent's flag does not show: those keep the OR."""
     names = [f"{schema}.{table}" if schema else table for table in TABLES]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_attribute WHERE attname = 'thread_id' AND attnotnull AND NOT attisdropped "
-            "AND attrelid IN (SELECT to_regclass(name) FROM unnest(%s::text[]) AS name)",
+            "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE a.attname = 'thread_id' AND a.attnotnull AND NOT a.attisdropped AND c.relkind = 'r' "
+            "AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid) "
+            "AND c.oid IN (SELECT to_regclass(name) FROM unnest(%s::text[]) AS name)",
             (names,),
         )
         row = cursor.fetchone()

@@ -28,7 +28,7 @@ from deerflow_ckpt.native import (
     open_lineages,
 )
 from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.metadata import metadata_in_python
+from deerflow_ckpt.store.metadata import lean_decoders, metadata_in_python
 from deerflow_ckpt.store.peek import (
     EXT_DELTA_SNAPSHOT,
     ExtValue,
@@ -183,8 +183,7 @@ def _decode_clean(raw: msgspec.Raw, decoder: InertDecoder) -> tuple[bool, Any]:
 
 def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: InertDecoder) -> bool:
     """Classify from the lean decode; False sends the row to the full decode, which reports problems."""
-    from deerflow_ckpt.store.lean import snapshot_is_empty, snapshot_payload_size
-
+    lean = lean_decoders()
     messages = fields.channel_values.get(MESSAGES_CHANNEL)
     for raw in fields.channel_values.values():
         # A one-byte value (nil, a small int, true/false) cannot name a type; anything longer is decoded.
@@ -193,12 +192,12 @@ def _classify_lean(record: CheckpointRecord, fields: CheckpointFields, decoder: 
     if messages is None:
         record.messages = Shape.ABSENT
     else:
-        size = snapshot_payload_size(messages)
+        size = lean.snapshot_payload_size(messages)
         if size is not None:
             if not _decode_clean(messages, decoder)[0]:
                 return False  # the full decode reports what the snapshot's payload names or breaks
             record.messages = Shape.SNAPSHOT
-            record.seed_empty = snapshot_is_empty(messages, size)
+            record.seed_empty = lean.snapshot_is_empty(messages, size)
             record.snapshot_bytes = size
         else:
             clean, value = _decode_clean(messages, decoder)
@@ -284,10 +283,7 @@ def record_from_row(
         if summary is not None:
             _classify_summary(record, summary)
             return record
-        # msgspec loads only where the compiled judge abstained or is not built (a small scan's start-up).
-        from deerflow_ckpt.store.lean import read_checkpoint
-
-        checkpoint = read_checkpoint(data)
+        checkpoint = lean_decoders().read_checkpoint(data)
         if checkpoint is not None and _classify_lean(record, checkpoint, decoder):
             return record
     _classify_decoded(record, check_typed_bytes(kind, data, "checkpoint", record.problems, decoder))
