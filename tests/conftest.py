@@ -1,7 +1,8 @@
 """Shared fixtures: databases built once by real graphs, and Postgres helpers.
 
 * ``built_sqlite`` / ``built_postgres`` (session): the full scenario set, built once, with its manifest.
-  ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end. SQLite
+  ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end, written by a
+  builder process (``python -m fixtures.dbbuilder``) that starts as soon as collection shows a test needs it. SQLite
   databases the real graphs wrote are kept in pytest's cache, keyed by the builder's sources, the
   libraries and the simulated clock's start (it moves on the hour), and each session gets a copy.
 * ``built_storage_sqlite`` / ``built_storage_postgres`` (session), or ``built_storage(backend)``: the
@@ -24,6 +25,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -205,16 +208,63 @@ def built_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     return BuiltDatabase("sqlite", str(path), None, built_sqlite_copy(request.config, path))
 
 
+@dataclass
+class _PostgresPrebuild:
+    """The full scenario set being written into its own database by a builder process while the first tests
+    run: the build waits on the server more than it computes, so it costs the session little of its 7 s."""
+
+    process: subprocess.Popen[bytes]
+    dbname: str
+    directory: Path
+
+    @classmethod
+    def start(cls) -> _PostgresPrebuild:
+        dbname = create_database("ckpt_fixture")
+        directory = Path(tempfile.mkdtemp(prefix="ckpt-prebuild-"))
+        command = [sys.executable, "-m", "fixtures.dbbuilder", "--postgres", dsn_for(dbname)]
+        command += ["--manifest", str(directory / "manifest.json"), "--marker", str(directory / "CK105-EXECUTED")]
+        with open(directory / "build.log", "wb") as log:
+            process = subprocess.Popen(command, cwd=BUILDER.parents[1], stdout=log, stderr=subprocess.STDOUT)
+        return cls(process, dbname, directory)
+
+    def result(self) -> BuiltDatabase:
+        if self.process.wait() != 0:
+            log = (self.directory / "build.log").read_text(errors="replace")
+            pytest.fail(f"building the Postgres fixture database failed:\n{log[-4000:]}", pytrace=False)
+        manifest = Manifest.read(self.directory / "manifest.json")
+        return BuiltDatabase("postgres", dsn_for(self.dbname), None, manifest, self.dbname)
+
+    def discard(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        drop_database(self.dbname)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_postgres_prebuilds: list[_PostgresPrebuild] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Started once the session knows it will need the database, and only where the server answers.
+    if any("built_postgres" in getattr(item, "fixturenames", ()) for item in items) and _postgres_problem() is None:
+        _postgres_prebuilds.append(_PostgresPrebuild.start())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A build the session never took (a run stopped early, -x): its process and database go too.
+    while _postgres_prebuilds:
+        _postgres_prebuilds.pop().discard()
+
+
 @pytest.fixture(scope="session")
-def built_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltDatabase]:
+def built_postgres() -> Iterator[BuiltDatabase]:
     require_postgres()
-    name = create_database("ckpt_fixture")
-    marker = tmp_path_factory.mktemp("built-postgres") / "CK105-EXECUTED"
+    prebuild = _postgres_prebuilds.pop() if _postgres_prebuilds else _PostgresPrebuild.start()
     try:
-        dsn = dsn_for(name)
-        yield BuiltDatabase("postgres", dsn, None, build_postgres(dsn, marker_path=str(marker)), name)
+        yield prebuild.result()
     finally:
-        drop_database(name)
+        prebuild.discard()
 
 
 @pytest.fixture
