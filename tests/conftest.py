@@ -2,7 +2,8 @@
 
 * ``built_sqlite`` / ``built_postgres`` (session): the full scenario set, built once, with its manifest.
   ``built_postgres`` lives in a fresh, uniquely named database that is dropped at the end, written by a
-  builder process (``python -m fixtures.dbbuilder``) that starts as soon as collection shows a test needs it. SQLite
+  builder process (``python -m fixtures.dbbuilder``), in a serial session as soon as collection shows a test
+  naming the fixture will run. SQLite
   databases the real graphs wrote are kept in pytest's cache, keyed by the builder's sources, the
   libraries and the simulated clock's start (it moves on the hour), and each session gets a copy.
 * ``built_storage_sqlite`` / ``built_storage_postgres`` (session), or ``built_storage(backend)``: the
@@ -20,11 +21,13 @@ Tests marked ``postgres`` skip when the server at ``CKPT_TEST_PG_DSN`` is unreac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -211,7 +214,7 @@ def built_sqlite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 @dataclass
 class _PostgresPrebuild:
     """The full scenario set being written into its own database by a builder process while the first tests
-    run: the build waits on the server more than it computes, so it costs the session little of its 7 s."""
+    run: on two cores it takes the one the serial tests leave idle, so little of its 7 s is waited for."""
 
     process: subprocess.Popen[bytes]
     dbname: str
@@ -221,10 +224,21 @@ class _PostgresPrebuild:
     def start(cls) -> _PostgresPrebuild:
         dbname = create_database("ckpt_fixture")
         directory = Path(tempfile.mkdtemp(prefix="ckpt-prebuild-"))
+        repo = BUILDER.parents[1]
         command = [sys.executable, "-m", "fixtures.dbbuilder", "--postgres", dsn_for(dbname)]
         command += ["--manifest", str(directory / "manifest.json"), "--marker", str(directory / "CK105-EXECUTED")]
-        with open(directory / "build.log", "wb") as log:
-            process = subprocess.Popen(command, cwd=BUILDER.parents[1], stdout=log, stderr=subprocess.STDOUT)
+        # The checkout on the path whatever the interpreter's settings (PYTHONSAFEPATH leaves the cwd out).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)}
+        try:
+            with open(directory / "build.log", "wb") as log:
+                # Its own process group, so discard() also ends the scenario workers it starts.
+                process = subprocess.Popen(
+                    command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+        except OSError:
+            drop_database(dbname)
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
         return cls(process, dbname, directory)
 
     def result(self) -> BuiltDatabase:
@@ -236,7 +250,8 @@ class _PostgresPrebuild:
 
     def discard(self) -> None:
         if self.process.poll() is None:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         drop_database(self.dbname)
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -245,14 +260,25 @@ class _PostgresPrebuild:
 _postgres_prebuilds: list[_PostgresPrebuild] = []
 
 
+@pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and --lf have chosen the tests that will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Started once the session knows it will need the database, and only where the server answers.
-    if any("built_postgres" in getattr(item, "fixturenames", ()) for item in items) and _postgres_problem() is None:
+    # Only a serial session that will run a test naming the fixture, where the server answers. Tests that ask
+    # for it by name (request.getfixturevalue) are not seen here and build it when they need it, as an xdist
+    # worker does (each would build one whether or not it ran such a test).
+    if config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if not any("built_postgres" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    if _postgres_problem() is not None:
+        return
+    try:
         _postgres_prebuilds.append(_PostgresPrebuild.start())
+    except (psycopg.Error, OSError):
+        return  # the fixture tries again, and its error belongs to the tests that need it, not to the session
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    # A build the session never took (a run stopped early, -x): its process and database go too.
+    # A build the session never took (a run stopped early, -x): its processes and database go too.
     while _postgres_prebuilds:
         _postgres_prebuilds.pop().discard()
 
