@@ -73,7 +73,8 @@ def read_checkpoint(data: bytes) -> CheckpointFields | None:
 
 def ext_header(data: bytes | memoryview | msgspec.Raw) -> tuple[int, int] | None:
     """(ext code, header size) when `data` is exactly one msgpack ext value, else None."""
-    view = memoryview(data)
+    # bytes index and slice as a view of them would, without building the view (a messages write each).
+    view = data if type(data) is bytes else memoryview(data)
     if len(view) < 3:
         return None
     marker = view[0]

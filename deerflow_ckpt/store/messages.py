@@ -261,6 +261,8 @@ _FOUND_IN_PLACE = 1 << 20
 def _hashable(data: bytes | memoryview, items: list[msgspec.Raw]) -> Sequence[msgspec.Raw | memoryview]:
     """The items of the array `data`, each long one as a view of its bytes object (the items lie end to end
     after the header): a view of bytes hashes as its bytes, where a msgspec.Raw does not hash."""
+    if type(data) is bytes and len(data) <= _FOUND_IN_PLACE:
+        return items  # no item is longer than the array holding it
     lengths = [len(item) for item in items]
     if not lengths or max(lengths) <= _FOUND_IN_PLACE:
         return items
