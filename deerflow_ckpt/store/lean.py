@@ -73,7 +73,7 @@ def read_checkpoint(data: bytes) -> CheckpointFields | None:
 
 def ext_header(data: bytes | memoryview | msgspec.Raw) -> tuple[int, int] | None:
     """(ext code, header size) when `data` is exactly one msgpack ext value, else None."""
-    # bytes index and slice as a view of them would, without building the view (a messages write each).
+    # bytes give the same ints and lengths as a view of them, without building one (--deep: each new message).
     view = data if type(data) is bytes else memoryview(data)
     if len(view) < 3:
         return None
