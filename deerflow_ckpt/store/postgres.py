@@ -315,7 +315,7 @@ class PostgresCheckpointReader:
             return points
 
     def stream_queries(
-        self, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool, nullable: bool = True
+        self, tables: dict[str, Any], selection: ThreadSelection, in_byte_order: bool, nullable: bool
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...]]:
         """The checkpoints, writes and blobs queries a scan streams (in one order), and their parameters;
         `nullable`: thread_ids_nullable's answer for the tables."""

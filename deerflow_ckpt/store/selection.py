@@ -17,9 +17,7 @@ class ThreadSelection:
     # Exactly these threads (a --since scan reads only the threads written since then).
     thread_ids: tuple[str, ...] | None = None
 
-    def conditions(
-        self, column: str, placeholder: str, sqlite: bool, nullable: bool = True
-    ) -> tuple[list[str], list[Any]]:
+    def conditions(self, column: str, placeholder: str, sqlite: bool, *, nullable: bool) -> tuple[list[str], list[Any]]:
         """SQL conditions on `column` and their parameters, in the reader's own dialect; `nullable`: the schema
         lets `column` hold NULL (False where its tables declare it NOT NULL, as the savers' do)."""
         clauses: list[str] = []

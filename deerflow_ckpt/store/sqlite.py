@@ -468,7 +468,7 @@ RECORD_FITS = tuple(field.name for field in dataclasses.fields(CheckpointRecord)
 )
 
 
-def _queries(selection: ThreadSelection, nullable: bool = True) -> tuple[str, str, list[str]]:
+def _queries(selection: ThreadSelection, nullable: bool) -> tuple[str, str, list[str]]:
     """The checkpoint and write queries limited to `selection`, and their parameters (the same for both)."""
     clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
