@@ -14,6 +14,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, LinkError
 
 SQLITE_READER = "deerflow_ckpt/native/_inert_sqlite.c"
+READ_AHEAD = "deerflow_ckpt/native/_readahead.c"  # the VFS layer the SQLite reader opens its file through
 SQLITE_PROBE = "#include <sqlite3.h>\nint probe(void) { return sqlite3_libversion_number(); }\n"
 
 
@@ -39,7 +40,7 @@ class BuildWithOptionalSqlite(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         if _links_sqlite(self.compiler):
-            ext.sources.append(SQLITE_READER)
+            ext.sources += [SQLITE_READER, READ_AHEAD]
             ext.libraries.append("sqlite3")
             ext.define_macros.append(("INERT_SQLITE", "1"))
         super().build_extension(ext)
@@ -54,7 +55,7 @@ setup(
                 "deerflow_ckpt/native/_inert.c",  # the module and the msgpack judge
                 "deerflow_ckpt/native/_inert_json.c",  # the metadata reader
             ],
-            depends=["deerflow_ckpt/native/_inert.h", SQLITE_READER],
+            depends=["deerflow_ckpt/native/_inert.h", SQLITE_READER, READ_AHEAD],
             optional=True,
         )
     ],

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # By hand, not in CI: build the compiled judge with AddressSanitizer, feed it damaged real rows, json payloads
 # and deep ext chains in exact-size buffers for SECONDS (default 60), each summary it gives checked against
-# the Python judge, stream DATABASE through the compiled SQLite reader and run the reader's damage tests
-# under the same build, then rebuild it normally.
+# the Python judge, stream DATABASE through the compiled SQLite reader (through its read-ahead layer) and run
+# the reader's and the layer's tests under the same build, then rebuild it normally.
 # Usage: scripts/fuzz-native.sh DATABASE [SECONDS]   (any SQLite checkpoint database, e.g. a fixture)
 set -euo pipefail
 cd "$(dirname "$0")/.."

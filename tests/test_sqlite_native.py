@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -379,3 +380,100 @@ def test_other_key_affinity_takes_the_python_reader(tmp_path: Path) -> None:
     [lineage] = SqliteCheckpointReader(SqliteTarget(path)).lineages()
     # An integer key arrives as its text (records.key_text), the form every report can show.
     assert lineage.thread_id == "7" and [record.checkpoint_id for record in lineage.records] == ["c1"]
+
+
+# -- the read-ahead layer (native/_readahead.c) ---------------------------------------------------------
+# It changes how pages reach SQLite, never what they hold: the compiled reader opens its file through it and
+# the Python reader through SQLite's default VFS, over page sizes from the smallest to the largest, files cut
+# short mid-page and mid-table, and a writer that commits and checkpoints halfway through a scan. Its
+# counters show that windows were read and that SQLite took its pages from them in place.
+
+
+def _counts() -> tuple[int, int, int]:
+    assert native.readahead_counts is not None, "the read-ahead layer was not built with the compiled reader"
+    return native.readahead_counts()
+
+
+def test_the_reader_takes_its_pages_from_windows(pristine: Path, compiled_calls: list[str]) -> None:
+    before = _counts()
+    facts = _assert_same(pristine, compiled_calls)
+    assert isinstance(facts, list) and len(facts) >= 30
+    refills, served, lent = (after - earlier for after, earlier in zip(_counts(), before, strict=True))
+    pages = pristine.stat().st_size // sqlite3.connect(pristine).execute("PRAGMA page_size").fetchone()[0]
+    # Most pages came from a window (a file read ahead in far fewer calls than pages), handed over in place.
+    assert 0 < refills < pages // 4 < served
+    assert lent > served // 2
+
+
+@pytest.mark.parametrize("page_size", [512, 1024, 65536])
+def test_every_page_size_reads_the_same(
+    pristine: Path, tmp_path: Path, compiled_calls: list[str], page_size: int
+) -> None:
+    """512-byte pages fill a window with 256 of them; a 64 KiB page is half a window."""
+    path = tmp_path / f"pages-{page_size}.db"
+    shutil.copyfile(pristine, path)
+    connection = sqlite3.connect(path)
+    connection.execute(f"PRAGMA page_size = {page_size}")
+    connection.execute("VACUUM")
+    assert connection.execute("PRAGMA page_size").fetchone()[0] == page_size
+    connection.close()
+    before = _counts()
+    facts = _assert_same(path, compiled_calls)
+    assert isinstance(facts, list) and len(facts) >= 30
+    assert _counts()[0] > before[0]
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.97, -1000])
+def test_a_file_cut_short_fails_as_it_does_without_the_layer(
+    pristine: Path, tmp_path: Path, compiled_calls: list[str], keep: float
+) -> None:
+    """Cut mid-file and near its end at a page boundary, the header's page count cut to match (so the file
+    opens, and the scan fails where a page is missing), and cut mid-page: short reads and errors are SQLite's."""
+    path = tmp_path / "cut.db"
+    shutil.copyfile(pristine, path)
+    size = path.stat().st_size
+    if keep > 0:
+        page_size = int.from_bytes(path.read_bytes()[16:18], "big")
+        pages = int(size * keep) // page_size
+        os.truncate(path, pages * page_size)
+        with path.open("r+b") as file:
+            file.seek(28)  # the header's database size in pages
+            file.write(pages.to_bytes(4, "big"))
+    else:
+        os.truncate(path, size + int(keep))
+    outcome = _assert_same(path, compiled_calls)
+    assert isinstance(outcome, str) and outcome.startswith("StoreError"), outcome
+
+
+def test_a_writer_mid_scan_changes_nothing_the_scan_reads(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A WAL database written to and checkpointed while the compiled reader is halfway: the scan still reads the
+    snapshot it began with, page for page (a window read before the write is never served after it changed)."""
+    path = tmp_path / "live.db"
+    source, target = sqlite3.connect(built_sqlite.path), sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode = WAL")
+    target.close()
+    before = _read(path, compiled=False)
+    assert isinstance(before, list) and len(before) >= 30
+
+    lineages = SqliteCheckpointReader(SqliteTarget(path), compiled=True).lineages()
+    first_half = _facts(next(lineages) for _ in range(len(before) // 2))
+    writer = sqlite3.connect(path)
+    # Every stored blob and every metadata value rewritten, each thread copied to sort before and after all,
+    # then as much of the WAL as the reader allows copied back into the file.
+    writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
+    writer.execute("UPDATE writes SET value = zeroblob(length(value))")
+    for prefix in (" ", "~"):
+        writer.execute(
+            "INSERT INTO checkpoints SELECT ? || thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+            "checkpoint, metadata FROM checkpoints WHERE thread_id NOT LIKE ' %'",
+            (prefix,),
+        )
+    writer.commit()
+    writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    rest = _facts(lineages)
+    writer.close()
+    assert first_half + rest == before
+    # The writer's changes are there for the next reader.
+    assert _read(path, compiled=True) != before

@@ -71,6 +71,12 @@ PyObject *inert_metadata_summary(PyObject *module, PyObject *arg);
 /* The compiled SQLite reader (_inert_sqlite.c), built where libsqlite3's header is found. */
 PyObject *inert_open_lineages(PyObject *module, PyObject *args);
 int inert_add_sqlite_reader(PyObject *module);
+/* The read-ahead VFS (_readahead.c): its name once registered, NULL where SQLite's default VFS is too old. */
+const char *inert_readahead_vfs(void);
+/* Windows read ahead, reads served from them, and of those the pages lent in place (xFetch), by every
+   connection of this process so far. */
+void inert_readahead_counts(unsigned long long *refills, unsigned long long *served, unsigned long long *lent);
+PyObject *inert_readahead_counts_py(PyObject *module, PyObject *unused);
 #endif
 
 #endif

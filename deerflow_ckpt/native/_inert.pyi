@@ -26,3 +26,7 @@ def open_lineages(
     record_type: type,
     /,
 ) -> LineageStream: ...
+
+# (windows read ahead, reads served from them, pages of those lent in place): the compiled reader's
+# read-ahead layer (_readahead.c), over every connection of this process so far.
+def readahead_counts() -> tuple[int, int, int]: ...

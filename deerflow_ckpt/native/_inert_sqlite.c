@@ -61,6 +61,7 @@ typedef struct {
     sqlite3 *db;
     sqlite3_stmt *checkpoints, *writes;
     int checkpoint_row, write_row; /* 1 while the statement holds a row not yet consumed */
+    int started;                   /* both statements have stepped to their first row */
     PyObject *shapes[4];           /* MessagesShape members by judge kind */
     PyObject *record_type;         /* CheckpointRecord */
     Entry *entries;
@@ -475,6 +476,11 @@ failed:
 }
 
 static PyObject *next_lineage(Stream *s) {
+    /* The first rows are read here, not at open: a page that cannot be read fails as a read, as in Python. */
+    if (s->db != NULL && !s->started) {
+        s->started = 1;
+        if (step(s, s->checkpoints, &s->checkpoint_row) < 0 || step(s, s->writes, &s->write_row) < 0) return NULL;
+    }
     if (s->db == NULL || !s->checkpoint_row) return NULL; /* StopIteration */
     Key thread, ns;
     if (lineage_key(s->checkpoints, &thread, &ns) < 0) return NULL;
@@ -619,7 +625,9 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     for (int i = 0; i < 4; i++) s->shapes[i] = Py_NewRef(PyTuple_GET_ITEM(shapes, i));
     s->record_type = Py_NewRef(record_type);
     /* NOMUTEX: only the thread holding the GIL ever uses this connection, so SQLite's own locking is waste. */
-    int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    /* Through the read-ahead layer (_readahead.c) where it could be registered, else the default VFS. */
+    const char *vfs = inert_readahead_vfs();
+    int code = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, vfs);
     if (code != SQLITE_OK) {
         if (s->db == NULL) PyErr_NoMemory();
         else read_failed(s, code);
@@ -627,15 +635,25 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     }
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     /* One read transaction: a consistent snapshot while a live writer carries on. */
+    /* The layer hands SQLite its pages in place only once mmap_size is set; it answers that setting itself,
+       so no file is mapped. Never set without the layer: the default VFS would map the file. */
+    if (vfs != NULL && execute(s, "PRAGMA mmap_size = 1099511627776") < 0) goto failed;
     if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
         prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||
-        prepare(s, writes_sql, parameters, &s->writes) < 0 || step(s, s->checkpoints, &s->checkpoint_row) < 0 ||
-        step(s, s->writes, &s->write_row) < 0)
+        prepare(s, writes_sql, parameters, &s->writes) < 0)
         goto failed;
     return (PyObject *)s;
 failed:
     Py_DECREF(s);
     return NULL;
+}
+
+PyObject *inert_readahead_counts_py(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    unsigned long long refills, served, lent;
+    inert_readahead_counts(&refills, &served, &lent);
+    return Py_BuildValue("(KKK)", refills, served, lent);
 }
 
 int inert_add_sqlite_reader(PyObject *module) {
