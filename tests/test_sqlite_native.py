@@ -28,7 +28,7 @@ from deerflow_ckpt.store import sqlite as sqlite_store
 from deerflow_ckpt.store.records import CheckpointRecord, Lineage
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
-from deerflow_ckpt.store.sqlite import SqliteCheckpointReader, keys_are_text
+from deerflow_ckpt.store.sqlite import SqliteCheckpointReader, connect_readonly, keys_are_text
 from tests.conftest import BuiltDatabase
 
 FIELDS = [field.name for field in dataclasses.fields(CheckpointRecord) if field.name != "parent_record"]
@@ -477,3 +477,18 @@ def test_a_writer_mid_scan_changes_nothing_the_scan_reads(built_sqlite: BuiltDat
     assert first_half + rest == before
     # The writer's changes are there for the next reader.
     assert _read(path, compiled=True) != before
+
+
+def test_a_python_connection_reads_the_same_through_the_layer(pristine: Path) -> None:
+    """--deep's history reader opens Python's sqlite3 through the layer: every row as the default VFS gives it."""
+    target = SqliteTarget(pristine)
+    plain, layered = connect_readonly(target), connect_readonly(target, read_ahead=True)
+    before = _counts()
+    for table in ("checkpoints", "writes"):
+        query = f"SELECT * FROM {table} ORDER BY rowid"
+        rows = layered.execute(query).fetchall()
+        assert rows == plain.execute(query).fetchall() and len(rows) >= 30
+    refills, served, lent = (after - earlier for after, earlier in zip(_counts(), before, strict=True))
+    assert refills > 0 and lent > served // 2
+    plain.close()
+    layered.close()

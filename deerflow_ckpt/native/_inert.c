@@ -563,6 +563,9 @@ PyDoc_STRVAR(open_lineages_doc,
              "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_type) -> LineageStream\n\n"
              "Open `uri` read-only in one read transaction and stream its lineages as\n"
              "(thread_id, checkpoint_ns, records, deferred_writes); see _inert_sqlite.c.");
+PyDoc_STRVAR(readahead_vfs_doc,
+             "readahead_vfs() -> str | None\n\n"
+             "The read-ahead layer's VFS name, registered on first call; None where SQLite's default VFS is too old.");
 PyDoc_STRVAR(readahead_counts_doc,
              "readahead_counts() -> (windows read, reads served from them, pages of those lent in place)\n\n"
              "By every compiled reader of this process so far; see _readahead.c.");
@@ -577,6 +580,7 @@ static PyMethodDef methods[] = {
 #ifdef INERT_SQLITE
     {"open_lineages", inert_open_lineages, METH_VARARGS, open_lineages_doc},
     {"readahead_counts", inert_readahead_counts_py, METH_NOARGS, readahead_counts_doc},
+    {"readahead_vfs", inert_readahead_vfs_py, METH_NOARGS, readahead_vfs_doc},
 #endif
     {NULL, NULL, 0, NULL},
 };

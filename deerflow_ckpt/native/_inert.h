@@ -77,6 +77,7 @@ const char *inert_readahead_vfs(void);
    connection of this process so far. */
 void inert_readahead_counts(unsigned long long *refills, unsigned long long *served, unsigned long long *lent);
 PyObject *inert_readahead_counts_py(PyObject *module, PyObject *unused);
+PyObject *inert_readahead_vfs_py(PyObject *module, PyObject *unused);
 #endif
 
 #endif

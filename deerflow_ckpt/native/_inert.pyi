@@ -30,3 +30,6 @@ def open_lineages(
 # (windows read ahead, reads served from them, pages of those lent in place): the compiled reader's
 # read-ahead layer (_readahead.c), over every connection of this process so far.
 def readahead_counts() -> tuple[int, int, int]: ...
+
+# The layer's VFS name for a connection's URI (`vfs=`), registered on first call; None where it cannot be.
+def readahead_vfs() -> str | None: ...

@@ -648,6 +648,14 @@ failed:
     return NULL;
 }
 
+PyObject *inert_readahead_vfs_py(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    const char *name = inert_readahead_vfs();
+    if (name == NULL) Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
+}
+
 PyObject *inert_readahead_counts_py(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;

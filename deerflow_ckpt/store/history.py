@@ -212,7 +212,8 @@ class SqliteLineageHistories:
         from deerflow_ckpt.store.sqlite import connect_readonly
 
         self.target = target
-        self._connection = connect_readonly(target)
+        # Through the read-ahead layer: the stored lists read again are long runs of overflow pages.
+        self._connection = connect_readonly(target, read_ahead=True)
         try:
             self._connection.execute("BEGIN")
             self._connection.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchall()

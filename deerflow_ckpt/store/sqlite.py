@@ -8,6 +8,7 @@ read losslessly (store/sqlite_text.py): a key that is not UTF-8 is one more key,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from deerflow_ckpt.native import (
     checkpoint_summary,
     metadata_summary,
     open_lineages,
+    readahead_vfs,
 )
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.metadata import lean_decoders, metadata_in_python
@@ -109,9 +111,36 @@ def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
     return path, path.as_uri() + ("?immutable=1" if target.immutable else "?mode=ro")
 
 
-def connect_readonly(target: SqliteTarget) -> sqlite3.Connection:
-    """A read-only connection on readonly_uri(target), checked to hold LangGraph's two tables."""
-    return _connect(*readonly_uri(target))
+# PRAGMA mmap_size on the read-ahead layer: any size above 0 only lets it lend its pages in place (it answers
+# the setting itself; nothing is mapped).
+LEND_PAGES = 1 << 40
+
+
+def connect_readonly(target: SqliteTarget, *, read_ahead: bool = False) -> sqlite3.Connection:
+    """A read-only connection on readonly_uri(target), checked to hold LangGraph's two tables; `read_ahead` opens
+    it through the compiled reader's read-ahead layer (native/_readahead.c) where Python's sqlite3 can use it."""
+    path, uri = readonly_uri(target)
+    vfs = _python_read_ahead() if read_ahead else None
+    if vfs is None:
+        return _connect(path, uri)
+    connection = _connect(path, f"{uri}&vfs={vfs}")
+    connection.execute(f"PRAGMA mmap_size = {LEND_PAGES}")
+    return connection
+
+
+@functools.cache
+def _python_read_ahead() -> str | None:
+    """The layer's VFS name when Python's sqlite3 sees it: it does when both link the same libsqlite3, not when
+    Python carries its own SQLite. Named in a URI the layer is used or the open fails, so the mmap_size set on
+    such a connection never reaches the default VFS."""
+    vfs = readahead_vfs() if readahead_vfs is not None else None
+    if vfs is None:
+        return None
+    try:
+        sqlite3.connect(f"file::memory:?vfs={vfs}", uri=True).close()
+    except sqlite3.Error:
+        return None
+    return vfs
 
 
 def _connect(path: Path, uri: str) -> sqlite3.Connection:
