@@ -636,7 +636,7 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     /* One read transaction: a consistent snapshot while a live writer carries on. */
     /* The layer hands SQLite its pages in place only once mmap_size is set; it answers that setting itself,
-       so no file is mapped. Never set without the layer: the default VFS would map the file. */
+       so no file is mapped. Never set unless the layer is registered: the default VFS would map the file. */
     if (vfs != NULL && execute(s, "PRAGMA mmap_size = 1099511627776") < 0) goto failed;
     if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
         prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||

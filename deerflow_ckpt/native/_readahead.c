@@ -17,9 +17,10 @@
    Only the main database file is layered; the WAL, its index and every other file are the default VFS's
    own. A window is served only under the locks it was read under: every xLock, xUnlock and xShmLock drops
    all windows (a window SQLite still holds pages of stays allocated until xUnfetch gives them back), so none
-   outlives the read transaction whose snapshot SQLite's own page cache relies on too. A window that cannot
-   be read whole is not kept, and the request then goes to the file exactly as asked, so short reads and
-   errors are the default VFS's own. (docs/architecture.md, "Reading a database") */
+   outlives the read transaction whose snapshot SQLite's own page cache relies on too. (Under immutable=1
+   SQLite takes no locks, and windows last as long as the connection, as its page cache does.) A window that
+   cannot be read whole is not kept, and the request then goes to the file exactly as asked, so short reads
+   and errors are the default VFS's own. (docs/architecture.md, "Reading a database") */
 
 #include <sqlite3.h>
 #include <stdint.h>
@@ -49,6 +50,7 @@ typedef struct {
     Window windows[WINDOWS];
     unsigned long clock;
     sqlite3_int64 fetch_limit; /* the connection's mmap_size: xFetch serves pages only when it is above 0 */
+    sqlite3_int64 size;        /* the file's size under the current locks; -1 until asked (one fstat per lock) */
 } AheadFile;
 
 static sqlite3_vfs *default_vfs;
@@ -56,6 +58,7 @@ static sqlite3_vfs *default_vfs;
 static unsigned long long refills_made, reads_served, pages_lent;
 
 static void drop_windows(AheadFile *file) {
+    file->size = -1;
     for (int i = 0; i < WINDOWS; i++) {
         file->windows[i].holds = 0;
         file->windows[i].end = -1;
@@ -84,10 +87,12 @@ static Window *window_for(AheadFile *file, sqlite3_int64 offset, int amount) {
         if (window->end == offset && continued == NULL) continued = window;
     }
     sqlite3_file *below = file->below;
-    sqlite3_int64 size;
-    if (continued == NULL || amount <= 0 || amount > READ_AHEAD / 2 ||
-        below->pMethods->xFileSize(below, &size) != SQLITE_OK || size - offset < amount)
-        return NULL;
+    if (continued == NULL || amount <= 0 || amount > READ_AHEAD / 2) return NULL;
+    /* Under a read lock the pages a transaction reads from the file stay put (a checkpoint copies back only
+       frames below every reader's mark): a size that grew since only ends a window early. */
+    if (file->size < 0 && below->pMethods->xFileSize(below, &file->size) != SQLITE_OK) file->size = -1;
+    sqlite3_int64 size = file->size;
+    if (size - offset < amount) return NULL;
     /* The stream goes on in its own entry unless SQLite holds pages of it. */
     Window *target = continued->pins == 0 ? continued : least_recent(file);
     if (target == NULL) return NULL;
@@ -235,7 +240,7 @@ static int ahead_unfetch(sqlite3_file *handle, sqlite3_int64 offset, void *page)
     AheadFile *file = (AheadFile *)handle;
     (void)offset;
     const unsigned char *given = page;
-    /* No page: SQLite saw the file change between transactions and lets go of every mapping. */
+    /* No page: SQLite lets go of every mapping (the file changed between transactions, or an error). */
     if (page == NULL) drop_windows(file);
     for (int i = 0; page != NULL && i < WINDOWS; i++) {
         Window *window = &file->windows[i];
@@ -278,14 +283,20 @@ static int ahead_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle, 
     drop_windows(file);
     int code = default_vfs->xOpen(default_vfs, name, file->below, flags, out_flags);
     const sqlite3_io_methods *methods = file->below->pMethods;
-    if (methods != NULL && methods->iVersion < 3) {
-        /* Every layered method must exist below: a file without them is opened unlayered instead. */
+    if (code != SQLITE_OK) {
+        /* SQLite expects no methods after a failed open (3.40's sqlite3OsOpen asserts it): close below here. */
+        if (methods != NULL) methods->xClose(file->below);
+        file->base.pMethods = NULL;
+        return code;
+    }
+    if (methods->iVersion < 3) {
+        /* Every layered method must exist below: such a file is opened unlayered instead (and cannot be
+           mapped either: SQLite sends mmap settings only to version 3 files). */
         methods->xClose(file->below);
         return default_vfs->xOpen(default_vfs, name, handle, flags, out_flags);
     }
-    /* A failed open that left methods set is closed by SQLite through xClose, which must reach below. */
-    file->base.pMethods = methods != NULL ? &ahead_methods : NULL;
-    return code;
+    file->base.pMethods = &ahead_methods;
+    return SQLITE_OK;
 }
 
 static int ahead_delete(sqlite3_vfs *vfs, const char *name, int sync_dir) {
