@@ -445,6 +445,39 @@ def test_a_file_cut_short_fails_as_it_does_without_the_layer(
     assert isinstance(outcome, str) and outcome.startswith("StoreError"), outcome
 
 
+def test_a_writer_mid_scan_changes_nothing_the_scan_reads(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """A WAL database written to while the compiled reader is halfway, and as much of its WAL copied back as the
+    reader allows: the scan still reads the snapshot it began with, page for page."""
+    path = tmp_path / "live.db"
+    source, target = sqlite3.connect(built_sqlite.path), sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode = WAL")
+    target.close()
+    before = _read(path, compiled=False)
+    assert isinstance(before, list) and len(before) >= 30
+
+    lineages = SqliteCheckpointReader(SqliteTarget(path), compiled=True).lineages()
+    first_half = _facts(next(lineages) for _ in range(len(before) // 2))
+    writer = sqlite3.connect(path)
+    # Every stored blob and every metadata value rewritten, each thread copied to sort before and after all.
+    writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
+    writer.execute("UPDATE writes SET value = zeroblob(length(value))")
+    for prefix in (" ", "~"):
+        writer.execute(
+            "INSERT INTO checkpoints SELECT ? || thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+            "checkpoint, metadata FROM checkpoints WHERE thread_id NOT LIKE ' %'",
+            (prefix,),
+        )
+    writer.commit()
+    writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    rest = _facts(lineages)
+    writer.close()
+    assert first_half + rest == before
+    # The writer's changes are there for the next reader.
+    assert _read(path, compiled=True) != before
+
+
 @pytest.mark.parametrize("journal", ["WAL", "DELETE"])
 @pytest.mark.parametrize("page_size", [512, 1024, 4096])
 def test_windows_read_before_a_write_are_not_served_after_it(
@@ -452,7 +485,8 @@ def test_windows_read_before_a_write_are_not_served_after_it(
 ) -> None:
     """The compiled reader reads the schema when it opens (small pages fill windows then) and its rows in a
     later transaction: a writer commits between the two (and, in WAL mode, copies everything back into the
-    file), so a window kept across them would hand SQLite pages that are no longer there."""
+    file), and the rows read must be the new ones. (With pages lent, SQLite also lets go of the windows itself
+    when it sees the change: test_no_window_outlives_its_transaction holds the layer's own drop.)"""
     path = tmp_path / "written.db"
     source, target = sqlite3.connect(built_sqlite.path), sqlite3.connect(path)
     source.backup(target)
@@ -502,3 +536,64 @@ def test_a_python_connection_reads_the_same_through_the_layer(pristine: Path) ->
     assert refills > 0 and lent > served // 2
     plain.close()
     layered.close()
+
+
+def _copy_with(built: BuiltDatabase, path: Path, page_size: int, journal: str) -> None:
+    source, target = sqlite3.connect(built.path), sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode = DELETE")
+    target.execute(f"PRAGMA page_size = {page_size}")
+    target.execute("VACUUM")
+    target.execute(f"PRAGMA journal_mode = {journal}")
+    target.close()
+
+
+@pytest.mark.parametrize("lend_pages", [False, True])
+@pytest.mark.parametrize("journal", ["WAL", "DELETE"])
+@pytest.mark.parametrize("page_size", [512, 4096])
+def test_no_window_outlives_its_transaction(
+    built_sqlite: BuiltDatabase, tmp_path: Path, page_size: int, journal: str, lend_pages: bool
+) -> None:
+    """One transaction reads every row, a writer commits (in WAL mode everything is copied back into the file),
+    and the next transaction reads the rows the first read last, which the windows still hold: the layer's own
+    drop at each lock change must keep them from being served. With pages lent, SQLite also lets go of them
+    itself when it sees the change; without, nothing but the layer's drop stands in the way."""
+    path = tmp_path / "tail.db"
+    _copy_with(built_sqlite, path, page_size, journal)
+    vfs = native.readahead_vfs() if native.readahead_vfs is not None else None
+    assert vfs is not None
+    reader = sqlite3.connect(f"{path.as_uri()}?mode=ro&vfs={vfs}", uri=True, isolation_level=None)
+    reader.execute(f"PRAGMA mmap_size = {sqlite_store.LEND_PAGES if lend_pages else 0}")
+    before = _counts()
+    reader.execute("SELECT * FROM checkpoints ORDER BY rowid").fetchall()
+    reader.execute("SELECT * FROM writes ORDER BY rowid").fetchall()
+    refills, served, lent = (after - earlier for after, earlier in zip(_counts(), before, strict=True))
+    assert refills > 0 and served > refills and (lent > 0) is lend_pages
+    writer = sqlite3.connect(path)
+    writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
+    writer.execute("UPDATE writes SET value = zeroblob(length(value))")
+    writer.commit()
+    if journal == "WAL":
+        assert writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    writer.close()
+    tail = "SELECT * FROM writes ORDER BY rowid DESC LIMIT 20"
+    read_again = reader.execute(tail).fetchall()
+    reader.close()
+    plain = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    assert read_again == plain.execute(tail).fetchall()
+    plain.close()
+
+
+def test_without_the_layer_a_python_connection_maps_nothing(pristine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Python's sqlite3 cannot see the layer (its own SQLite), read_ahead reads through the default VFS,
+    with SQLite's memory map off whatever its build default."""
+    sqlite_store._python_read_ahead.cache_clear()
+    monkeypatch.setattr(sqlite_store, "readahead_vfs", lambda: "deerflow-ckpt-no-such-vfs")
+    try:
+        connection = connect_readonly(SqliteTarget(pristine), read_ahead=True)
+        assert connection.execute("PRAGMA mmap_size").fetchone()[0] == 0
+        assert connection.execute("SELECT count(*) FROM checkpoints").fetchone()[0] >= 30
+        connection.close()
+    finally:
+        sqlite_store._python_read_ahead.cache_clear()

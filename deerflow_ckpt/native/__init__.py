@@ -70,8 +70,8 @@ AVAILABLE = _compiled is not None
 # (record index, task_id, channel, type, value), counted but left to Python to judge.
 open_lineages: Callable[..., Any] | None = getattr(_compiled, "open_lineages", None)
 ReadError: type[Exception] = getattr(_compiled, "ReadError", RuntimeError)
-# How the compiled reader's read-ahead layer (_readahead.c) served its pages: (windows read, reads served from
-# them, pages of those lent in place), over every reader of this process so far. None where it is not built.
+# How the read-ahead layer (_readahead.c) served its pages: (windows read, reads served from
+# them, pages of those lent in place), over every connection through it so far. None where it is not built.
 readahead_counts: Callable[[], tuple[int, int, int]] | None = getattr(_compiled, "readahead_counts", None)
 # The layer's VFS name (registered on first call), for a Python connection's URI; None where it cannot be.
 readahead_vfs: Callable[[], str | None] | None = getattr(_compiled, "readahead_vfs", None)

@@ -568,7 +568,7 @@ PyDoc_STRVAR(readahead_vfs_doc,
              "The read-ahead layer's VFS name, registered on first call; None where SQLite's default VFS is too old.");
 PyDoc_STRVAR(readahead_counts_doc,
              "readahead_counts() -> (windows read, reads served from them, pages of those lent in place)\n\n"
-             "By every compiled reader of this process so far; see _readahead.c.");
+             "Over every connection through the layer in this process so far; see _readahead.c.");
 #endif
 
 static PyMethodDef methods[] = {

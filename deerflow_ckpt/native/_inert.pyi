@@ -27,8 +27,8 @@ def open_lineages(
     /,
 ) -> LineageStream: ...
 
-# (windows read ahead, reads served from them, pages of those lent in place): the compiled reader's
-# read-ahead layer (_readahead.c), over every connection of this process so far.
+# (windows read ahead, reads served from them, pages of those lent in place): the
+# read-ahead layer (_readahead.c), over every connection through it in this process so far.
 def readahead_counts() -> tuple[int, int, int]: ...
 
 # The layer's VFS name for a connection's URI (`vfs=`), registered on first call; None where it cannot be.

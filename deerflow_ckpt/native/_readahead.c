@@ -1,4 +1,5 @@
-/* Read-ahead for the compiled reader's database file: a VFS layered over SQLite's default one.
+/* Read-ahead for the database files ckpt reads: a VFS layered over SQLite's default one, opened by the compiled
+   reader and by --deep's second read (store/sqlite.py, connect_readonly with read_ahead).
 
    SQLite reads a database file one page per system call, and copies each page into its cache. The scan
    reads the file mostly in order (78% of the reads of the 45,000-checkpoint store start where the previous

@@ -112,20 +112,16 @@ def readonly_uri(target: SqliteTarget) -> tuple[Path, str]:
 
 
 # PRAGMA mmap_size on the read-ahead layer: any size above 0 only lets it lend its pages in place (it answers
-# the setting itself; nothing is mapped).
+# the setting itself; nothing is mapped). The compiled reader sets the same value (_inert_sqlite.c).
 LEND_PAGES = 1 << 40
 
 
 def connect_readonly(target: SqliteTarget, *, read_ahead: bool = False) -> sqlite3.Connection:
     """A read-only connection on readonly_uri(target), checked to hold LangGraph's two tables; `read_ahead` opens
-    it through the compiled reader's read-ahead layer (native/_readahead.c) where Python's sqlite3 can use it."""
+    it through the read-ahead layer (native/_readahead.c) where Python's sqlite3 can use it."""
     path, uri = readonly_uri(target)
     vfs = _python_read_ahead() if read_ahead else None
-    if vfs is None:
-        return _connect(path, uri)
-    connection = _connect(path, f"{uri}&vfs={vfs}")
-    connection.execute(f"PRAGMA mmap_size = {LEND_PAGES}")
-    return connection
+    return _connect(path, uri) if vfs is None else _connect(path, f"{uri}&vfs={vfs}", lend_pages=True)
 
 
 @functools.cache
@@ -143,12 +139,15 @@ def _python_read_ahead() -> str | None:
     return vfs
 
 
-def _connect(path: Path, uri: str) -> sqlite3.Connection:
-    """connect_readonly for a path and URI that readonly_uri already resolved and checked."""
+def _connect(path: Path, uri: str, *, lend_pages: bool = False) -> sqlite3.Connection:
+    """connect_readonly for a path and URI that readonly_uri already resolved and checked; `lend_pages` for a
+    URI on the read-ahead layer."""
     try:
         connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         connection.text_factory = lossless_text
         connection.execute("PRAGMA query_only = 1")
+        # Never a memory map of the file, whatever SQLite's build default: the layer only lends its own copies.
+        connection.execute(f"PRAGMA mmap_size = {LEND_PAGES if lend_pages else 0}")
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open {path} read-only: {exc}") from exc
