@@ -478,6 +478,17 @@ def test_a_writer_mid_scan_changes_nothing_the_scan_reads(built_sqlite: BuiltDat
     assert _read(path, compiled=True) != before
 
 
+def _copy_with(built: BuiltDatabase, path: Path, page_size: int, journal: str) -> None:
+    source, target = sqlite3.connect(built.path), sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode = DELETE")
+    target.execute(f"PRAGMA page_size = {page_size}")
+    target.execute("VACUUM")
+    target.execute(f"PRAGMA journal_mode = {journal}")
+    target.close()
+
+
 @pytest.mark.parametrize("journal", ["WAL", "DELETE"])
 @pytest.mark.parametrize("page_size", [512, 1024, 4096])
 def test_windows_read_before_a_write_are_not_served_after_it(
@@ -488,14 +499,7 @@ def test_windows_read_before_a_write_are_not_served_after_it(
     file), and the rows read must be the new ones. (With pages lent, SQLite also lets go of the windows itself
     when it sees the change: test_no_window_outlives_its_transaction holds the layer's own drop.)"""
     path = tmp_path / "written.db"
-    source, target = sqlite3.connect(built_sqlite.path), sqlite3.connect(path)
-    source.backup(target)
-    source.close()
-    target.execute("PRAGMA journal_mode = DELETE")
-    target.execute(f"PRAGMA page_size = {page_size}")
-    target.execute("VACUUM")
-    target.execute(f"PRAGMA journal_mode = {journal}")
-    target.close()
+    _copy_with(built_sqlite, path, page_size, journal)
     opened = sqlite_store.open_lineages
     assert opened is not None
     windows_at_open: list[int] = []
@@ -536,17 +540,6 @@ def test_a_python_connection_reads_the_same_through_the_layer(pristine: Path) ->
     assert refills > 0 and lent > served // 2
     plain.close()
     layered.close()
-
-
-def _copy_with(built: BuiltDatabase, path: Path, page_size: int, journal: str) -> None:
-    source, target = sqlite3.connect(built.path), sqlite3.connect(path)
-    source.backup(target)
-    source.close()
-    target.execute("PRAGMA journal_mode = DELETE")
-    target.execute(f"PRAGMA page_size = {page_size}")
-    target.execute("VACUUM")
-    target.execute(f"PRAGMA journal_mode = {journal}")
-    target.close()
 
 
 @pytest.mark.parametrize("lend_pages", [False, True])
