@@ -489,6 +489,19 @@ def _copy_with(built: BuiltDatabase, path: Path, page_size: int, journal: str) -
     target.close()
 
 
+def _overwrite(path: Path, journal: str, *more: str) -> None:
+    """Every blob and metadata value rewritten (and `more` done) in one commit; in WAL mode all copied back."""
+    writer = sqlite3.connect(path)
+    writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
+    writer.execute("UPDATE writes SET value = zeroblob(length(value))")
+    for statement in more:
+        writer.execute(statement)
+    writer.commit()
+    if journal == "WAL":
+        assert writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    writer.close()
+
+
 @pytest.mark.parametrize("journal", ["WAL", "DELETE"])
 @pytest.mark.parametrize("page_size", [512, 1024, 4096])
 def test_windows_read_before_a_write_are_not_served_after_it(
@@ -508,14 +521,7 @@ def test_windows_read_before_a_write_are_not_served_after_it(
         before = _counts()[0]
         stream = opened(uri, *args)
         windows_at_open.append(_counts()[0] - before)
-        writer = sqlite3.connect(path)
-        writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
-        writer.execute("UPDATE writes SET value = zeroblob(length(value))")
-        writer.execute("DELETE FROM checkpoints WHERE rowid % 3 = 0")
-        writer.commit()
-        if journal == "WAL":
-            assert writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        writer.close()
+        _overwrite(path, journal, "DELETE FROM checkpoints WHERE rowid % 3 = 0")
         return stream
 
     monkeypatch.setattr(sqlite_store, "open_lineages", open_then_write)
@@ -563,13 +569,7 @@ def test_no_window_outlives_its_transaction(
     reader.execute("SELECT * FROM writes ORDER BY rowid").fetchall()
     refills, served, lent = (after - earlier for after, earlier in zip(_counts(), before, strict=True))
     assert refills > 0 and served > refills and (lent > 0) is lend_pages
-    writer = sqlite3.connect(path)
-    writer.execute("UPDATE checkpoints SET checkpoint = zeroblob(length(checkpoint)), metadata = '{}'")
-    writer.execute("UPDATE writes SET value = zeroblob(length(value))")
-    writer.commit()
-    if journal == "WAL":
-        assert writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-    writer.close()
+    _overwrite(path, journal)
     tail = "SELECT * FROM writes ORDER BY rowid DESC LIMIT 20"
     read_again = reader.execute(tail).fetchall()
     reader.close()
