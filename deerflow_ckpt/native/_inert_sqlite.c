@@ -636,9 +636,10 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     /* One read transaction: a consistent snapshot while a live writer carries on. */
     /* The layer hands SQLite its pages in place only once mmap_size is set; it answers that setting itself,
-       so no file is mapped. Never set unless the layer is registered: the default VFS would map the file. */
-    if (vfs != NULL && execute(s, "PRAGMA mmap_size = 1099511627776") < 0) goto failed; /* store/sqlite.py's LEND_PAGES */
-    if (execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
+       so no file is mapped. Without the layer it is 0, whatever SQLite's build default: the default VFS would
+       map the file. (The value is store/sqlite.py's LEND_PAGES.) */
+    const char *mmap_size = vfs != NULL ? "PRAGMA mmap_size = 1099511627776" : "PRAGMA mmap_size = 0";
+    if (execute(s, mmap_size) < 0 || execute(s, "PRAGMA query_only = 1") < 0 || execute(s, "BEGIN") < 0 ||
         prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||
         prepare(s, writes_sql, parameters, &s->writes) < 0)
         goto failed;
