@@ -88,7 +88,7 @@ def _time(argv: list[str], cwd: Path) -> float:
 
 
 def _importtime(argv: list[str], cwd: Path, top: int) -> None:
-    probe = "import sys; from deerflow_ckpt.cli.app import main; sys.argv = ['ckpt', *sys.argv[1:]]; main()"
+    probe = "import sys; from deerflow_ckpt.cli.launch import main; sys.argv = ['ckpt', *sys.argv[1:]]; main()"
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", probe, *argv],
         cwd=cwd,

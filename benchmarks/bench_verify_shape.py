@@ -255,7 +255,7 @@ def ckpt_cli(target: str, jobs: int, since: str | None = None, deep: bool = Fals
     import os
     import tempfile
 
-    from deerflow_ckpt.cli.app import main
+    from deerflow_ckpt.cli.launch import main
 
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report.json")

@@ -580,11 +580,11 @@ def test_workers_start_with_the_ending_signals_blocked() -> None:
     sent before _init_worker is held, then ends the worker with the default action."""
     script = (
         "import os, signal, time\n"
-        "from deerflow_ckpt.commands import shares\n"
+        "from deerflow_ckpt.commands import worker_pool\n"
         "def probe():\n"
         "    return signal.getsignal(signal.SIGINT) is signal.SIG_DFL, "
         "signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
-        "with shares.worker_pool(1, 'fork') as pool:\n"
+        "with worker_pool.worker_pool(1, 'fork') as pool:\n"
         "    print(*pool.submit(probe).result())\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -597,14 +597,14 @@ def test_a_signal_while_forking_is_held_for_the_child() -> None:
     to signal itself while still blocked) ends it by the default action, never by raising Interrupted."""
     script = (
         "import os, signal\n"
-        "from deerflow_ckpt.commands import shares\n"
-        "real = shares._init_worker\n"
+        "from deerflow_ckpt.commands import worker_pool\n"
+        "real = worker_pool._init_worker\n"
         "def early(counter):\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    real(counter)\n"
-        "shares._init_worker = early\n"
+        "worker_pool._init_worker = early\n"
         "try:\n"
-        "    with shares.worker_pool(1, 'fork') as pool:\n"
+        "    with worker_pool.worker_pool(1, 'fork') as pool:\n"
         "        pool.submit(os.getpid).result()\n"
         "except Exception as exc:\n"
         "    print(type(exc).__name__)\n"

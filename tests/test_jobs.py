@@ -14,10 +14,14 @@ import pytest
 
 from deerflow_ckpt.commands import shares
 from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS, Machine, auto_jobs, share_selections
+from deerflow_ckpt.errors import StoreError
+from deerflow_ckpt.store.selection import ThreadSelection
 from deerflow_ckpt.store.source import SqliteTarget
 from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
 from tests.cli import run_ckpt
 from tests.conftest import BuiltDatabase
+
+BOTH_HALVES = [ThreadSelection(upper="m"), ThreadSelection(lower="m")]
 
 
 @pytest.mark.parametrize(
@@ -159,11 +163,92 @@ def _killed_share(selection: object, progress: object) -> None:
 def test_a_killed_worker_is_one_clear_error() -> None:
     """A worker the system kills (out of memory, a signal) is a StoreError that says so, not an internal error
     about a broken process pool."""
-    from deerflow_ckpt.errors import StoreError
-    from deerflow_ckpt.store.selection import ThreadSelection
-
+    before = _children_of(os.getpid())
     with pytest.raises(StoreError, match="a worker process ended without a result"):
-        shares.run_shares(_killed_share, [ThreadSelection(upper="m"), ThreadSelection(lower="m")])
+        shares.run_shares(_killed_share, BOTH_HALVES)
+    assert _children_of(os.getpid()) <= before  # every worker reaped (a forkserver of another test may stay)
+
+
+def test_a_killed_pool_worker_is_the_same_clear_error() -> None:
+    with pytest.raises(StoreError, match="a worker process ended without a result"):
+        shares.run_shares(_killed_share, BOTH_HALVES, start_method="forkserver")
+
+
+# -- the workers forked straight from the main process (Linux) -------------------------------------------
+
+
+def _signal_state(selection: ThreadSelection, progress: object) -> tuple[bool, bool]:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) is signal.SIG_DFL, signal.SIGINT in signal.pthread_sigmask(
+        signal.SIG_BLOCK, []
+    )
+
+
+def test_forked_workers_start_with_the_default_handlers_and_nothing_blocked() -> None:
+    assert shares.FORKS_BY_DEFAULT, "this suite runs on Linux, where shares are forked straight from ckpt"
+    assert shares.run_shares(_signal_state, BOTH_HALVES) == [(True, False), (True, False)]
+
+
+def _counted(selection: ThreadSelection, progress: shares.Progress | None) -> str:
+    assert progress is not None
+    for seen in (3, 4):
+        progress(seen)
+    return f"{selection.lower}-{selection.upper}-{os.getpid()}"
+
+
+def test_forked_workers_hand_back_their_results_in_order_and_their_counts() -> None:
+    seen: list[int] = []
+    results = shares.run_shares(_counted, BOTH_HALVES, seen.append)
+    assert [result.rsplit("-", 1)[0] for result in results] == ["None-m", "m-None"]
+    assert len({result.rsplit("-", 1)[1] for result in results} | {str(os.getpid())}) == 3  # two other processes
+    assert seen and seen[-1] == 14
+
+
+def _failing_or_slow(selection: ThreadSelection, progress: object) -> None:
+    import time
+
+    if selection.upper == "m":
+        raise StoreError("reading share one failed")
+    time.sleep(60)
+
+
+def test_a_failed_share_is_raised_at_once_with_its_worker_traceback_and_ends_the_other() -> None:
+    import time
+
+    before = _children_of(os.getpid())
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="reading share one failed") as raised:
+        shares.run_shares(_failing_or_slow, BOTH_HALVES)
+    assert time.monotonic() - started < 30  # the sleeping share was not waited for
+    cause = raised.value.__cause__
+    assert isinstance(cause, shares.WorkerTraceback) and "_failing_or_slow" in str(cause)
+    assert _children_of(os.getpid()) <= before  # every worker reaped (a forkserver of another test may stay)
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("no pickling")
+
+
+def _unpicklable_failure(selection: ThreadSelection, progress: object) -> None:
+    raise _Unpicklable("the share's own words")
+
+
+def test_a_failure_that_does_not_pickle_arrives_as_its_text() -> None:
+    with pytest.raises(StoreError, match="_Unpicklable: the share's own words"):
+        shares.run_shares(_unpicklable_failure, BOTH_HALVES)
+
+
+def _children_of(pid: int) -> set[int]:
+    """Processes whose parent is `pid`, zombies included (a child not reaped is still a child)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.add(int(entry.name))
+    return found
 
 
 def test_the_first_share_reads_only_its_range_on_postgres(

@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import sql
 
 from deerflow_ckpt.analysis.storage import autocheckpoint_bytes
-from deerflow_ckpt.commands.shares import worker_pool
+from deerflow_ckpt.commands.worker_pool import worker_pool
 from deerflow_ckpt.store.clock import HOUR_NS, boundary_id, from_datetime, prefix_hour_ns
 from deerflow_ckpt.store.source import SqliteTarget, postgres_target
 from deerflow_ckpt.store.storage import StorageFacts, StorageRequest, StoredIn

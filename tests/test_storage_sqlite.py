@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from deerflow_ckpt.commands.shares import worker_pool
+from deerflow_ckpt.commands.worker_pool import worker_pool
 from deerflow_ckpt.store import storage_sqlite
 from deerflow_ckpt.store.base64_peek import find_base64_files
 from deerflow_ckpt.store.clock import write_time_ns

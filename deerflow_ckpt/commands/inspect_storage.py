@@ -69,7 +69,7 @@ def inspect_storage(
         now_ns = time.time_ns()
     target = choice.target
     if isinstance(target, SqliteTarget):
-        from deerflow_ckpt.commands.shares import worker_pool
+        from deerflow_ckpt.commands.worker_pool import worker_pool
         from deerflow_ckpt.store.storage_sqlite import read_sqlite_storage
 
         # fork where the platform forks (Linux): no re-import of the package per worker.

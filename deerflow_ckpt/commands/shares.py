@@ -1,13 +1,14 @@
 """Cutting a database's threads into shares and running one worker process per share.
 
 A thread is always read whole by one worker, each in its own read-only transaction; what the workers return
-is merged by the command's core. Used by verify-shape and plan retention; inspect storage's own passes run
-in worker_pool.
+is merged by the command's core. Used by verify-shape, inspect, plan retention and convert. Where processes
+fork by default (Linux), each worker is forked straight from the main process and hands its pickled result
+back through a pipe; elsewhere the shares run in commands/worker_pool.py, as inspect storage's passes do.
 
 No worker outlives the run: SIGTERM or SIGINT to the main process, a failed share, or any other way out
 before every share is done ends the workers still running (they may be waiting on the network, where
 nothing else reaches them), then the run exits 128 + the signal. A worker whose main process is gone
-(SIGKILL cannot be caught) sees its parent's sentinel close and exits at once.
+(SIGKILL cannot be caught) sees the pipe only the main process held open close, and exits at once.
 """
 
 from __future__ import annotations
@@ -15,27 +16,22 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import mmap
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from deerflow_ckpt.errors import Interrupted, StoreError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.store.readers import LineageReader
 from deerflow_ckpt.store.selection import ALL_THREADS, ThreadSelection
 
-if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing.context import BaseContext
-    from multiprocessing.process import BaseProcess
-
 Result = TypeVar("Result")
-P = ParamSpec("P")
-T = TypeVar("T")
 # What a share's work is told after each thread: how many checkpoints it had.
 Progress = Callable[[int], None]
 # A share's work: a picklable callable (a module-level function, or a functools.partial of one).
@@ -51,45 +47,18 @@ CHECKPOINTS_PER_PROCESS = 15_000
 # ... and never more processes than this, than the CPUs this process may run on, or than those CPUs the
 # machine's load leaves idle (a second worker on a busy core took as long as one and cost more CPU).
 MAX_AUTO_JOBS = 4
+# Shares are forked straight from this process where multiprocessing's own default is fork (Linux, Python 3.11 to
+# 3.13); elsewhere they run in its pool under the platform's start method.
+FORKS_BY_DEFAULT = hasattr(os, "fork") and sys.platform.startswith("linux")
+# What a share whose worker died without a word fails with.
+WORKER_LOST = (
+    "a worker process ended without a result (killed by a signal or for memory, or it could not start or hand back "
+    "its share)"
+)
 # The signals that end a run: a service manager's stop, and Ctrl-C.
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How long an ended worker is given to go after SIGTERM before SIGKILL.
-_WORKER_GRACE_S = 2.0
-
-# A pool worker's share of the progress count: handed over by the pool initializer, the one way a
-# multiprocessing Value reaches a worker under every start method (it cannot travel as a task argument).
-_worker_counter: Any = None
-
-
-def _init_worker(counter: Any) -> None:
-    global _worker_counter
-    _worker_counter = counter
-    # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
-    for signum in ENDING_SIGNALS:
-        signal.signal(signum, signal.SIG_DFL)
-    # Forked with them blocked (_signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
-    threading.Thread(target=_exit_with_parent, name="ckpt-parent-watch", daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    """Exit the worker as soon as the main process is gone, whatever the worker is waiting on."""
-    import multiprocessing
-
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        parent.join()  # returns when the parent's sentinel closes: it exited or was killed
-        # A worker of an orphaned pool, on a watcher thread: nobody reads its result, so it ends at once.
-        os._exit(ExitCode.ERROR)
-
-
-def _add_to_worker_counter(seen: int) -> None:
-    with _worker_counter.get_lock():
-        _worker_counter.value += seen
-
-
-def _in_worker(work: ShareWork[Result], selection: ThreadSelection) -> Result:
-    return work(selection, _add_to_worker_counter)
+WORKER_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -213,88 +182,165 @@ def run_shares(
 ) -> list[Result]:
     """`work` on every share, one worker process each (in this process when there is one share);
     `progress` gets the running checkpoint count. Until every share is done, SIGTERM and SIGINT raise
-    Interrupted here, and no way out leaves a worker behind."""
+    Interrupted here, and no way out leaves a worker behind. `start_method` other than fork (or a platform
+    that does not fork by default) runs the shares in multiprocessing's pool (commands/worker_pool.py)."""
     if len(selections) == 1:
-        with _EndingSignals():
+        with EndingSignals():
             return [work(selections[0], _running_total(progress))]
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, wait
+    if start_method not in (None, "fork") or not FORKS_BY_DEFAULT:
+        from deerflow_ckpt.commands.worker_pool import pooled_shares
 
-    # The platform's own start method (fork on Linux, spawn on macOS and Windows) unless one is asked for.
-    shared = multiprocessing.get_context(start_method).Value("q", 0)
-    with worker_pool(len(selections), start_method, shared) as pool:
-        futures = [pool.submit(_in_worker, work, selection) for selection in selections]
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            if progress is not None:
-                progress(int(shared.value))
-            for future in futures:
-                error = future.exception() if future.done() else None
-                if error is not None:
-                    _raise_worker_failure(error)
-        return [future.result() for future in futures]
+        return pooled_shares(work, selections, progress, start_method)
+    import pickle  # noqa: F401  (imported once here, not in each child and again for the first result)
 
-
-def _raise_worker_failure(error: BaseException) -> None:
-    """A failed share's own error (with the worker's traceback for --debug), or a StoreError for a worker that
-    died without one, rather than an internal error about the pool."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    if isinstance(error, BrokenProcessPool):
-        raise StoreError(
-            "a worker process ended without a result (killed by a signal or for memory, or it could not start or "
-            "hand back its share)"
-        ) from error
-    raise error
-
-
-class _WorkerPool(Executor):
-    """A process pool whose workers are forked with SIGTERM and SIGINT blocked (the main process's handlers
-    come with fork; _init_worker sets the defaults before unblocking them), and that knows whether every
-    task it was given is done. It wraps the ProcessPoolExecutor rather than extending it, so that a run in
-    one process never imports multiprocessing's pool machinery."""
-
-    def __init__(self, workers: int, context: BaseContext, counter: Any) -> None:
-        from concurrent.futures import ProcessPoolExecutor
-
-        self._pool: ProcessPoolExecutor = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=(counter,)
-        )
-        self.submitted: list[Future[Any]] = []
-
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        # Workers are started here (at the first submit under fork, at each under spawn).
-        with _signals_held():
-            future = self._pool.submit(fn, *args, **kwargs)
-        self.submitted.append(future)
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
-
-
-@contextlib.contextmanager
-def worker_pool(workers: int, start_method: str | None = None, counter: Any = None) -> Iterator[Executor]:
-    """A pool of `workers` processes that do not outlive the block: SIGTERM and SIGINT raise Interrupted in
-    it, and leaving it with a task unfinished ends the workers still running (SIGTERM, then SIGKILL)."""
-    import multiprocessing
-
-    context = multiprocessing.get_context(start_method)
-    with _EndingSignals() as ending:
-        others = set(multiprocessing.active_children())
-        pool = _WorkerPool(workers, context, counter)
+    counts = mmap.mmap(-1, 8 * len(selections))  # each child's running checkpoint count, shared with it
+    watch_read, watch_write = os.pipe()  # held open by this process alone: a child sees EOF once it is gone
+    children: dict[int, int] = {}  # result pipe -> child pid
+    results: dict[int, Result] = {}
+    reaped: set[int] = set()
+    with EndingSignals() as ending:
         try:
-            yield pool
+            for index, selection in enumerate(selections):
+                result_read, result_write = os.pipe()
+                try:
+                    with signals_held():  # a signal meanwhile is raised once the child is recorded
+                        pid = os.fork()
+                        if pid == 0:  # the child: never returns
+                            os.close(watch_write)
+                            os.close(result_read)
+                            _run_child(work, selection, counts, index, watch_read, result_write)
+                        children[result_read] = pid
+                finally:
+                    os.close(result_write)
+                    if result_read not in children:  # the fork failed
+                        os.close(result_read)
+            for fd, payload in _payloads(list(children), counts, progress):
+                # The child closed its pipe on its way to os._exit: its status tells whether the payload is whole.
+                status = os.waitpid(children[fd], 0)[1]
+                reaped.add(children[fd])
+                results[fd] = _outcome(payload, os.waitstatus_to_exitcode(status))
         finally:
             ending.cleaning_up()
-            if not all(future.done() for future in pool.submitted):
-                _end_workers([child for child in multiprocessing.active_children() if child not in others])
-            pool.shutdown(wait=True, cancel_futures=True)
+            for fd in (watch_read, watch_write, *children):
+                os.close(fd)
+            end_children([pid for pid in children.values() if pid not in reaped])
+    return [results[fd] for fd in children]
+
+
+def _run_child(
+    work: ShareWork[Any], selection: ThreadSelection, counts: mmap.mmap, index: int, watch: int, out: int
+) -> None:
+    """A forked child's whole life: its share's outcome pickled to `out`, then os._exit, so that nothing of the
+    main process's (its exit handlers, its open databases' destructors) runs twice."""
+    status = ExitCode.ERROR
+    try:
+        # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
+        for signum in ENDING_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        # Forked with them blocked (signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
+        threading.Thread(target=_exit_when_closed, args=(watch,), name="ckpt-parent-watch", daemon=True).start()
+        slot = slice(8 * index, 8 * index + 8)
+        total = 0
+
+        def add(seen: int) -> None:
+            nonlocal total
+            total += seen
+            counts[slot] = total.to_bytes(8, "little")
+
+        payload = _pickled_outcome(work, selection, add)
+        with os.fdopen(out, "wb") as stream:
+            stream.write(payload)
+        status = ExitCode.CLEAN
+    finally:
+        os._exit(status)
+
+
+def _pickled_outcome(work: ShareWork[Any], selection: ThreadSelection, progress: Progress) -> bytes:
+    """(True, the share's result), or (False, its exception, the child's traceback), pickled."""
+    import pickle
+    import traceback
+
+    try:
+        return pickle.dumps((True, work(selection, progress)), pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        trace = "".join(traceback.format_exception(exc))
+        try:
+            return pickle.dumps((False, exc, trace), pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that does not pickle still reaches the main process, as its text
+            return pickle.dumps((False, StoreError(f"{type(exc).__name__}: {exc}"), trace), pickle.HIGHEST_PROTOCOL)
+
+
+def _exit_when_closed(watch: int) -> None:
+    """Exit the child as soon as the main process is gone, whatever the child is waiting on."""
+    while os.read(watch, 1):
+        pass
+    # An orphan, on a watcher thread: nobody reads its result, so it ends at once.
+    os._exit(ExitCode.ERROR)
+
+
+def _payloads(pipes: list[int], counts: mmap.mmap, progress: Progress | None) -> Iterator[tuple[int, bytes]]:
+    """Each of `pipes` with all that was written to it, as soon as it is closed; `progress` gets the children's
+    running total meanwhile."""
+    import selectors
+
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in pipes}
+    with selectors.DefaultSelector() as selector:
+        for fd in pipes:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select(timeout=0.2):
+                chunk = os.read(key.fd, 1 << 20)
+                if chunk:
+                    chunks[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fd)
+                    yield key.fd, b"".join(chunks.pop(key.fd))
+            if progress is not None:
+                progress(sum(int.from_bytes(counts[at : at + 8], "little") for at in range(0, len(counts), 8)))
+
+
+class WorkerTraceback(Exception):
+    """A worker's traceback, as text: the cause of the failure it handed back, which --debug prints."""
+
+    def __str__(self) -> str:
+        return f"\n{self.args[0]}"
+
+
+def _outcome(payload: bytes, status: int) -> Any:
+    """A child's result; its failure raised here; a child that ended without handing over one, a StoreError."""
+    import pickle
+
+    if status != ExitCode.CLEAN or not payload:
+        raise StoreError(WORKER_LOST)
+    outcome = pickle.loads(payload)
+    if outcome[0]:
+        return outcome[1]
+    raise outcome[1] from WorkerTraceback(outcome[2])
+
+
+def end_children(pids: list[int]) -> None:
+    """Children of a run that ended early, ended and reaped: SIGTERM, and SIGKILL to one still there after the
+    grace."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + WORKER_GRACE_S
+    running = set(pids)
+    while running:
+        running = {pid for pid in running if os.waitpid(pid, os.WNOHANG) == (0, 0)}
+        if running and time.monotonic() >= deadline:
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            return
+        if running:
+            time.sleep(0.005)
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """SIGTERM and SIGINT kept pending in the block: a process forked here starts with them blocked."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
     try:
@@ -303,7 +349,7 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-class _EndingSignals:
+class EndingSignals:
     """SIGTERM and SIGINT raise Interrupted in the block (main thread only: elsewhere nothing changes). Once
     one was raised, or cleaning_up() was called, they are only recorded: a second Ctrl-C cannot cut the
     cleanup short (the SIGKILL of a worker, the pool's shutdown). A block that ends normally after a signal
@@ -325,7 +371,7 @@ class _EndingSignals:
             self.raising = False
             raise Interrupted(signum)
 
-    def __enter__(self) -> _EndingSignals:
+    def __enter__(self) -> EndingSignals:
         if threading.current_thread() is threading.main_thread():
             self.previous = {signum: signal.signal(signum, self._handle) for signum in ENDING_SIGNALS}
         return self
@@ -335,19 +381,6 @@ class _EndingSignals:
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         if kind is None and self.recorded is not None:
             raise Interrupted(self.recorded)
-
-
-def _end_workers(workers: list[BaseProcess]) -> None:
-    """SIGTERM to each worker, and SIGKILL to one still there after the grace. The pool sees them gone and
-    winds down; its shutdown must then wait for that (shutting down without waiting first leaves its thread
-    racing the interpreter's exit over a closed pipe)."""
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.join(_WORKER_GRACE_S)
-        if worker.is_alive():
-            worker.kill()
-            worker.join()
 
 
 def _running_total(progress: Progress | None) -> Progress | None:

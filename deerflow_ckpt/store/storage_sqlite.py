@@ -733,7 +733,7 @@ def read_sqlite_storage(
 ) -> StorageFacts:
     """Where the file's bytes are, in one read transaction (plus, for a large file, `jobs` worker processes
     reading the passes by rowid ranges). `jobs` None: DEFAULT_JOBS above SPLIT_BYTES, else 1. The workers
-    come from `pool` (commands/shares.worker_pool, which ends them with the main process); without one,
+    come from `pool` (commands/worker_pool.worker_pool, which ends them with the main process); without one,
     everything is read in this process.
     `legacy_files` is left for the caller."""
     path, _uri = readonly_uri(target)
