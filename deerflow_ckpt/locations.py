@@ -3,8 +3,9 @@ store/source.py (a neutral module, so the store never imports config/)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from deerflow_ckpt.dataclass import dataclass, field
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ ignores it), and its severity is the one of the most specific override naming it
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import ConfigError, did_you_mean
 from deerflow_ckpt.rules import RULES, RuleCode, Severity
 

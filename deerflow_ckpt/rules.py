@@ -5,8 +5,9 @@ This module is the one place rule codes live; reports, SARIF, docs/rules.md's ta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from deerflow_ckpt.dataclass import dataclass
 
 
 class Severity(StrEnum):

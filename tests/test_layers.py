@@ -16,7 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "deerflow_ckpt"
 # Lower first; a module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The bottom: the rule registry and the small shared pieces every layer uses.
-    ("deerflow_ckpt", "deerflow_ckpt.rules", "deerflow_ckpt.errors", "deerflow_ckpt.exitcodes"),
+    (
+        "deerflow_ckpt",
+        "deerflow_ckpt.dataclass",
+        "deerflow_ckpt.rules",
+        "deerflow_ckpt.errors",
+        "deerflow_ckpt.exitcodes",
+    ),
     # Which rules a run reports (--select, --severity): the registry read through a project's choices.
     ("deerflow_ckpt.rule_selection",),
     ("deerflow_ckpt.redact", "deerflow_ckpt.fileio", "deerflow_ckpt.dsn", "deerflow_ckpt.locations"),

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.rules import RuleCode
 

@@ -8,10 +8,10 @@ cadence".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.store.records import CheckpointRecord
 
 # LangGraph's DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT default.

@@ -17,11 +17,11 @@ The facts this relies on are in docs/conversion.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND
 from deerflow_ckpt.analysis.replay import takes_writes
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.store.messages import HistoryCheckpoint, StoredMessage, serialized_list
 from deerflow_ckpt.store.peek import EXT_DELTA_SNAPSHOT
 

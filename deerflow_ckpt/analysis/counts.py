@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 from deerflow_ckpt.analysis.shape import ThreadKind
+from deerflow_ckpt.dataclass import dataclass, field
 
 
 @dataclass(kw_only=True)

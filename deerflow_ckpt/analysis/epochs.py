@@ -15,11 +15,11 @@ stopped contradicting another's, without keeping a record per checkpoint.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deerflow_ckpt.analysis.cadence import CadenceProfile
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.dataclass import dataclass, field, replace
 from deerflow_ckpt.store.clock import write_time_ns
 from deerflow_ckpt.store.records import CheckpointRecord
 

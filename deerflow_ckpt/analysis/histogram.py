@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+from deerflow_ckpt.dataclass import dataclass
 
 # A range of at most this many values is shown one bucket per value.
 UNIT_BUCKET_SPAN = 16

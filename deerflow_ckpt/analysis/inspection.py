@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.cadence import (
@@ -30,6 +29,7 @@ from deerflow_ckpt.analysis.shape import CONVERSATION_NS, LineageResult, ThreadK
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes, storage_bytes
 from deerflow_ckpt.analysis.timeline import TimelineSettings
 from deerflow_ckpt.analysis.what_if import WhatIf, what_if, what_if_cadences
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.store.records import Backend, Lineage
 
 # A per-call subgraph namespace ends in the calling task's id; summaries group those calls together.

@@ -7,8 +7,8 @@ are monotonic only within one process.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.store.records import (
     Backend,
     CheckpointRecord,

@@ -10,10 +10,10 @@ of the process that writes next, which is what `plan retention` needs on Postgre
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.shape import ThreadKind
+from deerflow_ckpt.dataclass import dataclass
 
 # The option that states the mode, as a source the reports name.
 OPTION = "--mode"

@@ -12,9 +12,9 @@ snapshot is one finding.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from deerflow_ckpt.analysis.shape import Finding
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.rules import RuleCode, rule
 from deerflow_ckpt.store.messages import (
     NULL_TASK_ID,

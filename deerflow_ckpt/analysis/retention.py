@@ -22,10 +22,10 @@ Pure functions over the records the readers give; nothing here reads or writes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.rules import RuleCode
 from deerflow_ckpt.store.records import Backend, CheckpointRecord, Lineage, LineageRows, Shape
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.cadence import DEFAULT_SUPERSTEP_BOUND, CadenceProfile, cadence_profile
 from deerflow_ckpt.analysis.epochs import Epoch, FirstSink, lineage_epochs
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.timeline import TimelineSettings
+from deerflow_ckpt.dataclass import dataclass, field, replace
 from deerflow_ckpt.rules import RuleCode, Severity, rule
 from deerflow_ckpt.store.clock import write_time_ns
 from deerflow_ckpt.store.records import (

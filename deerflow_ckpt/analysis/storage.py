@@ -9,10 +9,10 @@ compaction".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from deerflow_ckpt.dataclass import dataclass, replace
 from deerflow_ckpt.store.clock import HOUR_NS, from_datetime, hour_start_ns, to_datetime
 from deerflow_ckpt.store.storage import (
     Bucket,

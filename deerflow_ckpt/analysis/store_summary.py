@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from deerflow_ckpt.analysis.counts import StoreCounts
@@ -14,6 +13,7 @@ from deerflow_ckpt.analysis.inspection import InspectSettings, ThreadInspection
 from deerflow_ckpt.analysis.shape import CONVERSATION_NS
 from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
+from deerflow_ckpt.dataclass import dataclass, field
 
 
 class RankBy(StrEnum):
@@ -50,7 +50,7 @@ class TopThreads:
         return [thread for _, _, thread in sorted(self._heap, key=lambda e: e[:2], reverse=True)]
 
 
-@dataclass(frozen=True, order=False)
+@dataclass(frozen=True)
 class _Reversed:
     """Orders thread ids backwards, so that among equal keys the heap drops the larger id first."""
 

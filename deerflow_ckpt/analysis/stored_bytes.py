@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from deerflow_ckpt.analysis.lineage import LineageGraph
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.store.records import Backend, CheckpointRecord, MessagesShape
 
 

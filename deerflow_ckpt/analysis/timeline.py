@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, Fronts, Mark, earliest_time_ns, merge_fronts
+from deerflow_ckpt.dataclass import dataclass, field
 
 DEFAULT_CLOCK_SKEW_NS = 5 * 1_000_000_000
 DEFAULT_ROLLING_WINDOW_NS = 15 * 60 * 1_000_000_000

@@ -8,11 +8,11 @@ append-only thread it matches a database written at that K byte for byte.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from deerflow_ckpt.analysis.epochs import Epoch
 from deerflow_ckpt.analysis.lineage import LineageGraph
 from deerflow_ckpt.analysis.stored_bytes import stored_snapshot_bytes
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.store.peek import array_header_size, ext_header_size
 from deerflow_ckpt.store.records import Backend
 

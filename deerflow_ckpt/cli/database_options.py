@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -15,6 +14,7 @@ from deerflow_ckpt.cli.deerflow_options import deerflow_environment, say_passed_
 from deerflow_ckpt.commands.shares import CHECKPOINTS_PER_PROCESS, MAX_AUTO_JOBS
 from deerflow_ckpt.config.discovery import DeerFlowEnvironment, discover, passed_over
 from deerflow_ckpt.config.keys import FILE_DATABASE_DEFAULTS
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.locations import SqliteLocation

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deerflow_ckpt.cli.ci_options import ColorChoice, ReportFormat
+from deerflow_ckpt.dataclass import dataclass, replace
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.fileio import resolved

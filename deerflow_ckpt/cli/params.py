@@ -21,7 +21,6 @@ tests/test_cli_params.py fails on any other, and cli/app.py imports this module 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -31,6 +30,7 @@ from typer._coercion import RuntimeParam, build_runtime_param
 from typer._param_types import coerce_cli_choice, coerce_cli_path
 from typer.core import TyperArgument, TyperOption
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import did_you_mean
 from deerflow_ckpt.redact import redact
 

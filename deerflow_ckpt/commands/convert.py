@@ -12,7 +12,6 @@ import functools
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -29,6 +28,7 @@ from deerflow_ckpt.analysis.what_if import delta_what_if, full_what_if, what_if_
 from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
 from deerflow_ckpt.commands.verify_shape import conversation, iter_thread_results
 from deerflow_ckpt.config.history_cache import HistoryCache
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import OutputError, StoreError
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.rules import RuleCode

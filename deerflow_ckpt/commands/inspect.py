@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from deerflow_ckpt.analysis.inspection import (
     InspectionScope,
@@ -25,6 +24,7 @@ from deerflow_ckpt.analysis.mode import StatedMode
 from deerflow_ckpt.analysis.store_summary import DatabaseSummary, RankBy, TopThreads
 from deerflow_ckpt.analysis.timeline import Timeline
 from deerflow_ckpt.commands.shares import ShareSplit, run_shares, share_selections, without_cycle_collector
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.readers import LineageReader, open_reader
 from deerflow_ckpt.store.records import Backend, Lineage

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from deerflow_ckpt.analysis.storage import (
@@ -19,6 +18,7 @@ from deerflow_ckpt.analysis.storage import (
     recent_rate,
     sqlite_advice,
 )
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.store.source import DatabaseChoice, PostgresTarget, SqliteTarget
 from deerflow_ckpt.store.storage import LegacyFile, StorageFacts, StorageRequest
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deerflow_ckpt.config.consistency import Consistency, check_consistency
@@ -12,6 +11,7 @@ from deerflow_ckpt.config.lint import FileLint, Finding, lint_config_bytes
 from deerflow_ckpt.config.lint_source import ConfigSource
 from deerflow_ckpt.config.upgrade import backup_of, lost_cadence, lost_message, pending_upgrade
 from deerflow_ckpt.config.values import ExpansionError, compose_documents, construct_values
+from deerflow_ckpt.dataclass import dataclass, replace
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, resolved
 from deerflow_ckpt.rule_selection import RuleSelection

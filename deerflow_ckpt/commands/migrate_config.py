@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from deerflow_ckpt.config.migrate import (
 )
 from deerflow_ckpt.config.upgrade import LostCadence, backup_of, lost_cadence, lost_message
 from deerflow_ckpt.config.values import ExpansionError, load_values
+from deerflow_ckpt.dataclass import dataclass, replace
 from deerflow_ckpt.errors import OutputError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically

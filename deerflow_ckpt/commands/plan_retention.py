@@ -13,7 +13,6 @@ import pickle
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import BinaryIO
 
@@ -21,6 +20,7 @@ from deerflow_ckpt.analysis.mode import ChannelMode, StatedMode
 from deerflow_ckpt.analysis.retention import BrokenRead, FreedBytes, LineagePlan, RetentionPolicy, plan_lineage
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.shares import run_shares, share_selections
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.store.readers import open_reader
 from deerflow_ckpt.store.records import Backend, Lineage, LineageRows

@@ -23,9 +23,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import Interrupted, StoreError
 from deerflow_ckpt.exitcodes import ExitCode
 from deerflow_ckpt.store.readers import LineageReader

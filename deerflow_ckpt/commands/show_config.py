@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from deerflow_ckpt.config.project import COMMAND_TABLES, KEYS, SEVERITY_TABLE, ProjectConfig
+from deerflow_ckpt.dataclass import dataclass
 
 DEFAULT = "default"
 

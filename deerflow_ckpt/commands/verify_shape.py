@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,6 +31,7 @@ from deerflow_ckpt.analysis.shape import (
 )
 from deerflow_ckpt.analysis.timeline import Timeline, build_timeline
 from deerflow_ckpt.commands.shares import run_shares, share_selections, without_cycle_collector
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import ConfigError, StoreError
 from deerflow_ckpt.fileio import ConfigReadError, read_config_file, write_atomically
 from deerflow_ckpt.rule_selection import RuleSelection

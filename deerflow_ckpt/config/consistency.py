@@ -9,11 +9,11 @@ the effective cadence must match too (in full mode the cadence changes nothing o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from deerflow_ckpt.config.identity import DatabaseIdentity
 from deerflow_ckpt.config.keys import CHANNEL_MODE_KEY
 from deerflow_ckpt.config.lint import CheckpointFacts, Finding, Setting
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.rules import RuleCode
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from deerflow_ckpt.config.values import (
     load_values,
     read_cadence,
 )
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import ConfigError
 
 

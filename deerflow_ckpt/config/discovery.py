@@ -26,13 +26,13 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from deerflow_ckpt.config import dotenv_file
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.dsn import is_schema_name
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.fileio import resolved

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from deerflow_ckpt.dataclass import dataclass
 
 # load_dotenv() does nothing when this is one of the values below (casefolded, not stripped).
 DISABLED_ENV = "PYTHON_DOTENV_DISABLED"

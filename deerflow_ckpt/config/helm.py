@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
 
 import yaml
 
 from deerflow_ckpt.config.textspans import default_newline, split_lines
 from deerflow_ckpt.config.values import compose_documents, construct_values, same_value
+from deerflow_ckpt.dataclass import dataclass
 
 CONFIG_KEY = "config"
 # A top-level `config:` whose value starts a literal block (a header like `|`, `|-` or `|2`).

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from deerflow_ckpt.dataclass import dataclass
 
 # The cache's entry format version, the first part of every default prefix.
 CACHE_FORMAT_VERSION = 1

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from deerflow_ckpt.config.database import DatabaseSettings, NotAString
 from deerflow_ckpt.config.discovery import checkpointer_sqlite_file, sqlite_file
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.dsn import URI_SCHEME, DsnError, libpq_parameters, normalize_dsn
 from deerflow_ckpt.fileio import resolved
 from deerflow_ckpt.redact import redact

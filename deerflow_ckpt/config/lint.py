@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from deerflow_ckpt.config.values import (
     read_cadence,
     yaml12_disagreement,
 )
+from deerflow_ckpt.dataclass import dataclass, replace
 from deerflow_ckpt.redact import is_credential_path, redact
 from deerflow_ckpt.rules import RuleCode, Severity, rule
 

@@ -8,10 +8,10 @@ runs in; an unset variable becomes `Unset`, a value ckpt cannot know.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from deerflow_ckpt.config.database import resolve_reference
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.redact import remember_credential
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -48,6 +47,7 @@ from deerflow_ckpt.config.values import (
     read_cadence,
     same_value,
 )
+from deerflow_ckpt.dataclass import dataclass, field, replace
 from deerflow_ckpt.rules import RuleCode, Severity
 
 UTF8_BOM = b"\xef\xbb\xbf"

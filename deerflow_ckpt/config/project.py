@@ -11,10 +11,10 @@ read, so a project without one pays nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import ConfigError, did_you_mean
 from deerflow_ckpt.fileio import NO_SUCH_FILE
 

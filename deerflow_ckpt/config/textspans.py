@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from deerflow_ckpt.dataclass import dataclass
 
 
 @dataclass(frozen=True)

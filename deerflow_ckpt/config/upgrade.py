@@ -11,13 +11,13 @@ operator's cadence is silently replaced. Facts: docs/deerflow-config.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deerflow_ckpt.config.database import read_database_settings
 from deerflow_ckpt.config.keys import CADENCE_KEY, DATABASE, DELTA_SECTION, LEGACY_CADENCE_KEY
 from deerflow_ckpt.config.values import ExpansionError, load_values
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.fileio import resolved
 
 EXAMPLE_NAME = "config.example.yaml"

@@ -12,7 +12,6 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ import yaml
 
 from deerflow_ckpt.config import messages
 from deerflow_ckpt.config.keys import CADENCE_KEY, DELTA_SECTION, LEGACY_CADENCE_KEY
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.redact import remember_config_credentials
 

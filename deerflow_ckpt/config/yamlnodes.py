@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import yaml
+
+from deerflow_ckpt.dataclass import dataclass
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # An alias token: `*` then anything up to a blank or a flow indicator.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.rules import RuleCode, Severity, rule
 
 

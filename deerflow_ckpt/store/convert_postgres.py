@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import OutputError, StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.postgres import connect

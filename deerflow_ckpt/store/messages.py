@@ -10,11 +10,11 @@ LangGraph would convert it or assign it a random id on load, is `Unprovable`, ne
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.native import holds
 from deerflow_ckpt.store.lean import ext_header
 from deerflow_ckpt.store.peek import EXT_CONSTRUCTOR_KW_ARGS, EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V1, EXT_PYDANTIC_V2

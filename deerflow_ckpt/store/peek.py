@@ -8,10 +8,11 @@ its code and the type it names; the scanner judges those names instead of trusti
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ormsgpack
+
+from deerflow_ckpt.dataclass import dataclass
 
 # LangGraph's ext codes (langgraph.checkpoint.serde.jsonplus EXT_*); a test pins them to the library.
 EXT_CONSTRUCTOR_SINGLE_ARG = 0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.rules import RuleCode
 
 DELTA_MODE = "delta"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 
 # DeerFlow's mode marker (absence means full) and LangGraph's delta counters, in checkpoint metadata.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.store.sqlite_text import is_utf8, key_in, text_parameter
 
 

@@ -7,9 +7,9 @@ Everything that names a database for people goes through `describe()`, which nev
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.dsn import DsnError, is_postgres_dsn, is_schema_name, libpq_parameters, normalize_dsn
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.locations import DatabaseLocation, PostgresLocation, SqliteLocation

@@ -10,8 +10,9 @@ lengths): no value is decoded with LangGraph's serializer, and only the per-chan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+from deerflow_ckpt.dataclass import dataclass, field
 
 # Values at least this long are peeked at for base64 images and documents.
 LARGE_VALUE_BYTES = 64 * 1024

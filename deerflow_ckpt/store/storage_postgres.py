@@ -29,10 +29,10 @@ outputs, the large values for the base64 peek).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.redact import redact
 from deerflow_ckpt.store.base64_peek import content_digest, find_base64_files

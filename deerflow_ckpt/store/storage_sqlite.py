@@ -25,12 +25,12 @@ import sqlite3
 import struct
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.native import holds
 from deerflow_ckpt.store.base64_peek import content_digest, find_base64_files

@@ -1,0 +1,195 @@
+"""deerflow_ckpt.dataclass against the standard library's dataclass: the same class written twice, once with each,
+must repr, compare and hash alike for every option and field setting ckpt uses."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow_ckpt import dataclass as ours
+
+OPTIONS: list[dict[str, Any]] = [
+    {},
+    {"frozen": True},
+    {"slots": True},
+    {"frozen": True, "slots": True},
+    {"kw_only": True},
+    {"eq": False},
+    {"repr": False},
+    {"frozen": True, "eq": False},
+]
+
+
+def _plain(decorator: Callable[..., Any], options: dict[str, Any]) -> type:
+    @decorator(**options)
+    class Point:
+        """A value with every kind of field."""
+
+        x: int
+        y: float = 0.0
+        label: str = dataclasses.field(default="", compare=False)
+        secret: str = dataclasses.field(default="", repr=False)
+        tags: list[str] = dataclasses.field(default_factory=list, hash=False)
+        weight: int = dataclasses.field(default=0, compare=False, hash=True)
+
+    return Point
+
+
+def _with_own_methods(decorator: Callable[..., Any], options: dict[str, Any]) -> type:
+    @decorator(**options)
+    class Own:
+        x: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    return Own
+
+
+def _with_own_hash(decorator: Callable[..., Any], options: dict[str, Any]) -> type:
+    @decorator(**options)
+    class Hashed:
+        x: int
+
+        def __hash__(self) -> int:
+            return 7
+
+    return Hashed
+
+
+def _child(decorator: Callable[..., Any], options: dict[str, Any]) -> type:
+    parent = _plain(decorator, {key: value for key, value in options.items() if key != "slots"})
+
+    @decorator(**{key: value for key, value in options.items() if key != "slots"})
+    class Child(parent):  # type: ignore[valid-type,misc]
+        z: int = 5
+
+    return Child
+
+
+def _no_fields(decorator: Callable[..., Any], options: dict[str, Any]) -> type:
+    @decorator(**options)
+    class Empty:
+        pass
+
+    return Empty
+
+
+def _instances(cls: type, options: dict[str, Any]) -> list[Any]:
+    if cls.__name__ == "Empty":
+        return [cls(), cls()]
+    if cls.__name__ in ("Own", "Hashed"):
+        return [cls(x=1), cls(x=1), cls(x=2)]
+    made = [
+        cls(x=1, y=2.0, label="a", secret="s", tags=["t"], weight=3),
+        cls(x=1, y=2.0, label="b", secret="s", tags=["t"], weight=4),  # differs only in uncompared fields
+        cls(x=1, y=2.0, label="a", secret="other", tags=["t"], weight=3),
+        cls(x=2, y=float("nan"), tags=[]),
+    ]
+    return made
+
+
+def _behaviour(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    instances = _instances(cls, options)
+    seen: dict[str, Any] = {"hash is None": cls.__hash__ is None}
+    # An object's own repr holds its address: left out.
+    seen["repr"] = [
+        re.sub(r" at 0x[0-9a-f]+", "", repr(instance).replace(cls.__qualname__, "C")) for instance in instances
+    ]
+    seen["eq"] = [[a == b for b in instances] for a in instances]
+    seen["eq other"] = [instance.__eq__(object()) for instance in instances] if "__eq__" in vars(cls) else None
+    seen["same nan"] = instances[-1] == instances[-1]
+    if cls.__hash__ is not None:
+        # Which instances hash alike (an identity hash differs between the two classes' instances anyway).
+        hashes = [_hash_or_error(instance) for instance in instances]
+        seen["hash"] = [[a == b for b in hashes] for a in hashes]
+        seen["own hash"] = hashes if "__hash__" in vars(cls) and cls.__name__ == "Hashed" else None
+    if options.get("frozen") and dataclasses.fields(cls):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            instances[0].x = 9
+        # A copy goes through the same state protocol as pickle (a frozen class with slots has its own).
+        seen["copied"] = [_copied_or_error(instance) for instance in instances]
+    seen["fields"] = [(f.name, f.repr, f.compare, f.hash) for f in dataclasses.fields(cls)]
+    return seen
+
+
+def _copied_or_error(instance: Any) -> bool | str:
+    try:
+        return bool(copy.deepcopy(instance) == instance)
+    except TypeError as exc:  # the standard library's own failure (frozen, slots, no fields) must be ours too
+        return f"TypeError: {exc}"
+
+
+def _hash_or_error(instance: Any) -> int | str:
+    try:
+        return hash(instance)
+    except TypeError as exc:  # a field that does not hash (a list) in a hashed class
+        return f"TypeError: {exc}"
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda options: ",".join(options) or "default")
+@pytest.mark.parametrize("shape", [_plain, _with_own_methods, _with_own_hash, _child, _no_fields])
+def test_a_class_behaves_as_the_standard_librarys(shape: Callable[..., type], options: dict[str, Any]) -> None:
+    standard = _behaviour(shape(dataclasses.dataclass, options), options)
+    assert _behaviour(shape(ours.dataclass, options), options) == standard
+
+
+def _parent_and_child_compared(decorator: Callable[..., Any]) -> list[bool]:
+    @decorator(frozen=True)
+    class Parent:
+        x: int
+
+    @decorator(frozen=True)
+    class Child(Parent):
+        pass
+
+    parent, child = Parent(1), Child(1)  # type: ignore[call-arg]  (the decorator is a parameter here)
+    return [parent == child, child == parent, parent != child, hash(parent) == hash(child)]
+
+
+def test_an_instance_of_a_subclass_compares_as_the_standard_librarys() -> None:
+    assert _parent_and_child_compared(ours.dataclass) == _parent_and_child_compared(dataclasses.dataclass)
+
+
+def test_a_repr_that_leads_back_to_itself_shows_dots() -> None:
+    @ours.dataclass
+    class Node:
+        children: list[Any]
+
+    node = Node([])
+    node.children.append(node)
+    assert repr(node) == "test_a_repr_that_leads_back_to_itself_shows_dots.<locals>.Node(children=[...])"
+
+
+def test_options_ckpt_does_not_use_are_refused() -> None:
+    with pytest.raises(TypeError, match="order"):
+        ours.dataclass(order=True)
+
+
+def test_the_package_declares_its_dataclasses_through_deerflow_ckpt_dataclass() -> None:
+    """The standard library's decorator imported anywhere else would compile the three methods again."""
+    package = Path(ours.__file__).resolve().parent
+    direct = []
+    for source in package.rglob("*.py"):
+        if source.name == "dataclass.py" and source.parent == package:
+            continue
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            if isinstance(node, ast.ImportFrom):
+                named = node.module == "dataclasses" and any(alias.name == "dataclass" for alias in node.names)
+            elif isinstance(node, ast.Attribute):
+                named = node.attr == "dataclass" and ast.unparse(node.value) == "dataclasses"
+            else:
+                continue
+            if named:
+                direct.append(f"{source.relative_to(package)}:{node.lineno}")
+    assert direct == []
