@@ -47,8 +47,8 @@ CHECKPOINTS_PER_PROCESS = 15_000
 # ... and never more processes than this, than the CPUs this process may run on, or than those CPUs the
 # machine's load leaves idle (a second worker on a busy core took as long as one and cost more CPU).
 MAX_AUTO_JOBS = 4
-# Shares are forked straight from this process where multiprocessing's own default is fork (Linux, Python 3.11 to
-# 3.13); elsewhere they run in its pool under the platform's start method.
+# Shares are forked straight from this process on Linux (no other thread runs in it when it forks); elsewhere
+# they run in multiprocessing's pool under the platform's start method.
 FORKS_BY_DEFAULT = hasattr(os, "fork") and sys.platform.startswith("linux")
 # What a share whose worker died without a word fails with.
 WORKER_LOST = (
@@ -194,36 +194,41 @@ def run_shares(
     import pickle  # noqa: F401  (imported once here, not in each child and again for the first result)
 
     counts = mmap.mmap(-1, 8 * len(selections))  # each child's running checkpoint count, shared with it
-    watch_read, watch_write = os.pipe()  # held open by this process alone: a child sees EOF once it is gone
+    opened: list[int] = []  # every descriptor of this run still open here
     children: dict[int, int] = {}  # result pipe -> child pid
     results: dict[int, Result] = {}
     reaped: set[int] = set()
     with EndingSignals() as ending:
         try:
+            # Each step below records what it opened, forked or reaped before a signal can cut in.
+            with signals_held():
+                watch_read, watch_write = os.pipe()  # held open by this process alone: EOF once it is gone
+                opened += (watch_read, watch_write)
             for index, selection in enumerate(selections):
-                result_read, result_write = os.pipe()
-                try:
-                    with signals_held():  # a signal meanwhile is raised once the child is recorded
-                        pid = os.fork()
-                        if pid == 0:  # the child: never returns
-                            os.close(watch_write)
-                            os.close(result_read)
-                            _run_child(work, selection, counts, index, watch_read, result_write)
-                        children[result_read] = pid
-                finally:
-                    os.close(result_write)
-                    if result_read not in children:  # the fork failed
+                with signals_held():
+                    result_read, result_write = os.pipe()
+                    opened += (result_read, result_write)
+                    pid = os.fork()
+                    if pid == 0:  # the child: never returns
+                        os.close(watch_write)
                         os.close(result_read)
+                        _run_child(work, selection, counts, index, watch_read, result_write)
+                    children[result_read] = pid
+                    opened.remove(result_write)
+                    os.close(result_write)
             for fd, payload in _payloads(list(children), counts, progress):
                 # The child closed its pipe on its way to os._exit: its status tells whether the payload is whole.
-                status = os.waitpid(children[fd], 0)[1]
-                reaped.add(children[fd])
+                with signals_held():
+                    status = os.waitpid(children[fd], 0)[1]
+                    reaped.add(children[fd])
                 results[fd] = _outcome(payload, os.waitstatus_to_exitcode(status))
         finally:
-            ending.cleaning_up()
-            for fd in (watch_read, watch_write, *children):
-                os.close(fd)
-            end_children([pid for pid in children.values() if pid not in reaped])
+            try:
+                ending.cleaning_up()  # from here a signal is only recorded
+            finally:
+                for fd in opened:
+                    os.close(fd)
+                end_children([pid for pid in children.values() if pid not in reaped])
     return [results[fd] for fd in children]
 
 
@@ -266,8 +271,10 @@ def _pickled_outcome(work: ShareWork[Any], selection: ThreadSelection, progress:
     except Exception as exc:
         trace = "".join(traceback.format_exception(exc))
         try:
-            return pickle.dumps((False, exc, trace), pickle.HIGHEST_PROTOCOL)
-        except Exception:  # an exception that does not pickle still reaches the main process, as its text
+            payload = pickle.dumps((False, exc, trace), pickle.HIGHEST_PROTOCOL)
+            pickle.loads(payload)  # one that pickles but cannot be made again (an __init__ of other arguments)
+            return payload
+        except Exception:  # an exception that does not travel still reaches the main process, as its text
             return pickle.dumps((False, StoreError(f"{type(exc).__name__}: {exc}"), trace), pickle.HIGHEST_PROTOCOL)
 
 
@@ -313,7 +320,10 @@ def _outcome(payload: bytes, status: int) -> Any:
 
     if status != ExitCode.CLEAN or not payload:
         raise StoreError(WORKER_LOST)
-    outcome = pickle.loads(payload)
+    try:
+        outcome = pickle.loads(payload)
+    except Exception as exc:
+        raise StoreError(WORKER_LOST) from exc
     if outcome[0]:
         return outcome[1]
     raise outcome[1] from WorkerTraceback(outcome[2])
@@ -328,22 +338,32 @@ def end_children(pids: list[int]) -> None:
     deadline = time.monotonic() + WORKER_GRACE_S
     running = set(pids)
     while running:
-        running = {pid for pid in running if os.waitpid(pid, os.WNOHANG) == (0, 0)}
+        running = {pid for pid in running if _unreaped(pid)}
         if running and time.monotonic() >= deadline:
             for pid in running:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
             return
         if running:
             time.sleep(0.005)
 
 
+def _unreaped(pid: int) -> bool:
+    """The child is still running; one that has ended is reaped here."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # reaped already
+        return False
+
+
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """SIGTERM and SIGINT kept pending in the block: a process forked here starts with them blocked."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # read first: a handler raising here blocks nothing
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
