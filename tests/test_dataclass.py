@@ -193,6 +193,36 @@ def test_a_generated_method_implements_an_abstract_one() -> None:
     assert _abstract_repr_implemented(ours.dataclass) == _abstract_repr_implemented(dataclasses.dataclass)
 
 
+class _Verdict:
+    """What a field's `==` returns: an object that refuses to be taken as true or false."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("no truth value")
+
+
+class _Odd:
+    def __eq__(self, other: object) -> Any:
+        return _Verdict()
+
+
+def _compared_with_an_odd_field(decorator: Callable[..., Any]) -> str:
+    @decorator
+    class Holder:
+        first: int
+        odd: Any
+
+    try:
+        outcome = Holder(1, _Odd()) == Holder(1, _Odd())
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    return type(outcome).__name__
+
+
+def test_a_field_whose_comparison_is_no_bool_compares_as_the_standard_librarys() -> None:
+    """Python 3.11 and 3.12 compare tuples (each element taken as a bool); 3.13 returns the last `==` as it is."""
+    assert _compared_with_an_odd_field(ours.dataclass) == _compared_with_an_odd_field(dataclasses.dataclass)
+
+
 def test_options_ckpt_does_not_use_are_refused() -> None:
     with pytest.raises(TypeError, match="order"):
         ours.dataclass(order=True)

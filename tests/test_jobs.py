@@ -347,6 +347,65 @@ def test_a_signal_at_any_moment_of_forking_or_reaping_leaves_nothing_behind() ->
     assert {outcome for outcome in outcomes} == {("ended 0 0 []", "")}
 
 
+def _blocked_in_other_threads(progress: object) -> list[int]:
+    """The signal masks of this process's threads but the calling one (Linux's /proc/self/task)."""
+    import threading
+
+    own = threading.get_native_id()
+    masks = []
+    for task in Path("/proc/self/task").iterdir():
+        if int(task.name) != own:
+            status = (task / "status").read_text()
+            masks.append(int(next(line for line in status.splitlines() if line.startswith("SigBlk")).split()[1], 16))
+    return masks
+
+
+def test_the_spinners_thread_leaves_the_ending_signals_to_the_main_thread() -> None:
+    """The kernel gives a process's signal to any thread not blocking it: rich's refresh thread blocks SIGTERM
+    and SIGINT, or one given to it would run its handler inside a block where the main thread holds them."""
+    import signal
+
+    from deerflow_ckpt.cli.console import counting_checkpoints
+
+    masks = counting_checkpoints(_blocked_in_other_threads, show=True, color=False, label="reading")
+    wanted = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
+    assert masks and all(mask & wanted == wanted for mask in masks)
+
+
+# A share that closes its result pipe at once (as no share does), then goes on: Ctrl-C must still end the run.
+_EARLY_CLOSE = """
+import os, time
+from deerflow_ckpt.commands import shares
+from deerflow_ckpt.errors import Interrupted
+from deerflow_ckpt.store.selection import ThreadSelection
+
+def closes_early(selection, progress):
+    os.closerange(3, 1024)
+    time.sleep(60)
+
+print("ready", flush=True)
+try:
+    shares.run_shares(closes_early, [ThreadSelection(upper="m"), ThreadSelection(lower="m")])
+except Interrupted:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_child_that_closed_its_pipe_early_does_not_hold_ctrl_c() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-c", _EARLY_CLOSE], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    time.sleep(1.0)  # both children forked, their pipes closed, the main process waiting on the first
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    assert out.strip() == "interrupted" and time.monotonic() - started < 10  # not after the share's 60 s
+
+
 def _children_of(pid: int) -> set[int]:
     """Processes whose parent is `pid`, zombies included (a child not reaped is still a child)."""
     found = set()

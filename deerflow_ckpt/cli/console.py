@@ -81,8 +81,15 @@ def counting_checkpoints(
         return work(None)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from deerflow_ckpt.commands.shares import signals_held
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=stderr_console(color), transient=True) as progress:
+    progress = Progress(*columns, console=stderr_console(color), transient=True)
+    # Its refresh thread starts with SIGTERM and SIGINT blocked, so they always reach the main thread: one the
+    # kernel gave that thread instead would run its handler inside a block the main thread holds them in.
+    with signals_held():
+        progress.start()
+    with progress:
         task = progress.add_task(label, total=None)
         return work(lambda n: progress.update(task, description=f"{n} checkpoints"))
 

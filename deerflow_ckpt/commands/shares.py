@@ -210,14 +210,14 @@ def run_shares(
                     opened += (result_read, result_write)
                     pid = os.fork()
                     if pid == 0:  # the child: never returns
-                        os.close(watch_write)
-                        os.close(result_read)
-                        _run_child(work, selection, counts, index, watch_read, result_write)
+                        _run_child(work, selection, counts, index, (watch_read, watch_write, result_read, result_write))
                     children[result_read] = pid
                     opened.remove(result_write)
                     os.close(result_write)
             for fd, payload in _payloads(list(children), counts, progress):
                 # The child closed its pipe on its way to os._exit: its status tells whether the payload is whole.
+                # Waited for with signals free (a child that closed early still ends by Ctrl-C), reaped held.
+                os.waitid(os.P_PID, children[fd], os.WEXITED | os.WNOWAIT)
                 with signals_held():
                     status = os.waitpid(children[fd], 0)[1]
                     reaped.add(children[fd])
@@ -226,19 +226,25 @@ def run_shares(
             try:
                 ending.cleaning_up()  # from here a signal is only recorded
             finally:
-                for fd in opened:
-                    os.close(fd)
-                end_children([pid for pid in children.values() if pid not in reaped])
+                try:
+                    for fd in opened:
+                        os.close(fd)
+                finally:
+                    end_children([pid for pid in children.values() if pid not in reaped])
     return [results[fd] for fd in children]
 
 
 def _run_child(
-    work: ShareWork[Any], selection: ThreadSelection, counts: mmap.mmap, index: int, watch: int, out: int
+    work: ShareWork[Any], selection: ThreadSelection, counts: mmap.mmap, index: int, pipes: tuple[int, int, int, int]
 ) -> None:
-    """A forked child's whole life: its share's outcome pickled to `out`, then os._exit, so that nothing of the
-    main process's (its exit handlers, its open databases' destructors) runs twice."""
+    """A forked child's whole life: its share's outcome pickled to the result pipe, then os._exit, so that nothing
+    of the main process's (its exit handlers, its open databases' destructors) runs twice. `pipes`: the watch
+    pipe's two ends and the result pipe's two ends, as the main process made them."""
     status = ExitCode.ERROR
     try:
+        watch, watch_write, result_read, out = pipes
+        os.close(watch_write)  # the main process's alone: its EOF is how the child learns it is gone
+        os.close(result_read)
         # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
         for signum in ENDING_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)

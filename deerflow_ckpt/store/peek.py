@@ -85,12 +85,19 @@ REMOVE_MESSAGE_TYPE = ("langchain_core.messages.modifier", "RemoveMessage")
 _new_tuple = tuple.__new__  # builds an ExtValue without NamedTuple's Python-level __new__
 
 
-def _unpack(data: bytes | memoryview, hook: Any) -> Any:
-    """ormsgpack's unpackb, keys of any type kept; imported at the first value the Python path decodes (the
-    compiled judge reads without it, and it costs a small store's run about 2 ms)."""
+# ormsgpack's unpackb and its option that keeps keys of any type: imported at the first value the Python path
+# decodes (the compiled judge reads without them, and the import costs a small store's run about 2 ms).
+_unpackb: Any = None
+_NON_STR_KEYS: Any = None
+
+
+def _load_unpackb() -> Any:
+    global _unpackb, _NON_STR_KEYS
     import ormsgpack
 
-    return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+    _NON_STR_KEYS = ormsgpack.OPT_NON_STR_KEYS
+    _unpackb = ormsgpack.unpackb
+    return _unpackb
 
 
 class UndecodableError(ValueError):
@@ -185,7 +192,8 @@ class InertDecoder:
         self._depth = 0
         self._too_deep = False
         try:
-            return _unpack(data, self._hook)
+            unpackb = _unpackb or _load_unpackb()
+            return unpackb(data, ext_hook=self._hook, option=_NON_STR_KEYS)
         except (ValueError, TypeError, RecursionError) as exc:
             # ormsgpack wraps what the hook raised as "ext_hook failed": the flag says why.
             if self._too_deep:
@@ -201,7 +209,7 @@ class InertDecoder:
             raise ValueError(f"ext values nested deeper than {MAX_EXT_DEPTH}")
         self._depth += 1
         try:
-            payload = _unpack(data, self._hook)
+            payload = _unpackb(data, ext_hook=self._hook, option=_NON_STR_KEYS)  # loaded by decode
         finally:
             self._depth -= 1
         if code == EXT_DELTA_SNAPSHOT:
