@@ -347,14 +347,11 @@ def test_a_signal_at_any_moment_of_forking_or_reaping_leaves_nothing_behind() ->
     assert {outcome for outcome in outcomes} == {("ended 0 0 []", "")}
 
 
-def _blocked_in_other_threads(progress: object) -> list[int]:
-    """The signal masks of this process's threads but the calling one (Linux's /proc/self/task)."""
-    import threading
-
-    own = threading.get_native_id()
+def _masks_of_threads(skipping: set[str]) -> list[int]:
+    """The signal masks of this process's threads but `skipping` (task ids under Linux's /proc/self/task)."""
     masks = []
     for task in Path("/proc/self/task").iterdir():
-        if int(task.name) != own:
+        if task.name not in skipping:
             status = (task / "status").read_text()
             masks.append(int(next(line for line in status.splitlines() if line.startswith("SigBlk")).split()[1], 16))
     return masks
@@ -367,7 +364,8 @@ def test_the_spinners_thread_leaves_the_ending_signals_to_the_main_thread() -> N
 
     from deerflow_ckpt.cli.console import counting_checkpoints
 
-    masks = counting_checkpoints(_blocked_in_other_threads, show=True, color=False, label="reading")
+    before = {task.name for task in Path("/proc/self/task").iterdir()}  # this one, and other tests' threads
+    masks = counting_checkpoints(lambda progress: _masks_of_threads(before), show=True, color=False, label="reading")
     wanted = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
     assert masks and all(mask & wanted == wanted for mask in masks)
 
