@@ -47,8 +47,9 @@ CHECKPOINTS_PER_PROCESS = 15_000
 # ... and never more processes than this, than the CPUs this process may run on, or than those CPUs the
 # machine's load leaves idle (a second worker on a busy core took as long as one and cost more CPU).
 MAX_AUTO_JOBS = 4
-# Shares are forked straight from this process on Linux (no other thread runs in it when it forks); elsewhere
-# they run in multiprocessing's pool under the platform's start method.
+# Shares are forked straight from this process on Linux; elsewhere they run in multiprocessing's pool under the
+# platform's start method. The one other thread that may run at a fork is the spinner's (a text report on a
+# terminal); a child never writes to the console, so no lock that thread held is taken again there.
 FORKS_BY_DEFAULT = hasattr(os, "fork") and sys.platform.startswith("linux")
 # What a share whose worker died without a word fails with.
 WORKER_LOST = (
