@@ -231,7 +231,7 @@ def run_shares(
                     for fd in opened:
                         os.close(fd)
                 finally:
-                    end_children([pid for pid in children.values() if pid not in reaped])
+                    _end_children([pid for pid in children.values() if pid not in reaped])
     return [results[fd] for fd in children]
 
 
@@ -246,12 +246,7 @@ def _run_child(
         watch, watch_write, result_read, out = pipes
         os.close(watch_write)  # the main process's alone: its EOF is how the child learns it is gone
         os.close(result_read)
-        # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
-        for signum in ENDING_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        # Forked with them blocked (signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
-        threading.Thread(target=_exit_when_closed, args=(watch,), name="ckpt-parent-watch", daemon=True).start()
+        start_worker(lambda: _exit_when_closed(watch))
         slot = slice(8 * index, 8 * index + 8)
         total = 0
 
@@ -266,6 +261,17 @@ def _run_child(
         status = ExitCode.CLEAN
     finally:
         os._exit(status)
+
+
+def start_worker(watch: Callable[[], None]) -> None:
+    """A worker's first act, however it was started: the ending signals to their default action and unblocked,
+    and `watch` on a thread of its own, to exit the worker once its main process is gone."""
+    # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
+    for signum in ENDING_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    # Forked with them blocked (signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
+    threading.Thread(target=watch, name="ckpt-parent-watch", daemon=True).start()
 
 
 def _pickled_outcome(work: ShareWork[Any], selection: ThreadSelection, progress: Progress) -> bytes:
@@ -336,7 +342,7 @@ def _outcome(payload: bytes, status: int) -> Any:
     raise outcome[1] from WorkerTraceback(outcome[2])
 
 
-def end_children(pids: list[int]) -> None:
+def _end_children(pids: list[int]) -> None:
     """Children of a run that ended early, ended and reaped: SIGTERM, and SIGKILL to one still there after the
     grace."""
     for pid in pids:

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from deerflow_ckpt.commands.shares import (
-    ENDING_SIGNALS,
     WORKER_GRACE_S,
     WORKER_LOST,
     EndingSignals,
     Progress,
     ShareWork,
     signals_held,
+    start_worker,
 )
 from deerflow_ckpt.errors import StoreError
 from deerflow_ckpt.exitcodes import ExitCode
@@ -47,12 +45,7 @@ _worker_counter: Any = None
 def _init_worker(counter: Any) -> None:
     global _worker_counter
     _worker_counter = counter
-    # The main process's handlers came with fork: a worker ends at once on the signals, as any process does.
-    for signum in ENDING_SIGNALS:
-        signal.signal(signum, signal.SIG_DFL)
-    # Forked with them blocked (signals_held): one sent meanwhile (a Ctrl-C to the group) ends it here.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
-    threading.Thread(target=_exit_with_parent, name="ckpt-parent-watch", daemon=True).start()
+    start_worker(_exit_with_parent)
 
 
 def _exit_with_parent() -> None:
