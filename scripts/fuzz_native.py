@@ -182,6 +182,13 @@ def stream_whole(database: str) -> None:
     reader = SqliteCheckpointReader(SqliteTarget(Path(database)))
     checkpoints = sum(len(lineage.records) for lineage in reader.lineages(ALL_THREADS))
     print(f"streamed {checkpoints} checkpoints through the compiled reader, no fault")
+    # As verify-shape --deep reads: each lineage's messages rows handed over as well.
+    reader = SqliteCheckpointReader(SqliteTarget(Path(database)), messages_rows=True)
+    handed = 0
+    for lineage in reader.lineages(ALL_THREADS):
+        stored, writes = lineage.messages_rows or ([], [])
+        handed += len(stored) + len(writes)
+    print(f"streamed it again with {handed} messages rows handed over, no fault")
 
 
 if __name__ == "__main__":

@@ -527,3 +527,82 @@ def test_a_key_stored_as_a_blob_is_never_a_false_finding(built_sqlite: BuiltData
     ck106 = {f.thread_id for f in report.findings if f.rule == "CK106"}
     assert ck106 == {t.thread_id for t in built_sqlite.manifest.threads if any(f.rule == "CK106" for f in t.faults)}
     assert report.proof is not None and report.proof.unprovable_lineages >= 1
+
+
+def _proof_outcome(result: Any) -> tuple[Any, ...]:
+    return (result.status, result.proved, result.differing, result.started, result.unprovable,
+            [(f.checkpoint_id, f.message) for f in result.findings])  # fmt: skip
+
+
+def test_rows_the_scan_hands_over_prove_what_reading_them_again_proves(
+    built_sqlite: BuiltDatabase, tmp_path: Path
+) -> None:
+    """On SQLite the compiled reader hands the deep proof the rows it has just read (each stored list's
+    checkpoint, each messages write); read again by key, as the proof reads a lineage past the handover's
+    budget, the same rows prove the same, lineage by lineage: on every fixture and fault, and with a messages
+    write of None and a checkpoint the compiled judge leaves to Python added."""
+    import dataclasses
+    import shutil
+
+    from deerflow_ckpt.store.history import SqliteLineageHistories
+    from deerflow_ckpt.store.source import SqliteTarget
+    from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+    copy = tmp_path / "handover.db"
+    shutil.copy(built_sqlite.db, copy)
+    connection = sqlite3.connect(copy)
+    connection.execute(
+        "UPDATE writes SET type = 'null', value = X'' WHERE rowid = (SELECT rowid FROM writes "
+        "WHERE thread_id = 'clean-delta-k3' AND channel = 'messages' ORDER BY checkpoint_id LIMIT 1 OFFSET 4)"
+    )
+    connection.execute(
+        "UPDATE checkpoints SET type = 'json' WHERE rowid = (SELECT rowid FROM checkpoints "
+        "WHERE thread_id = 'clean-delta-k2' ORDER BY length(checkpoint) DESC LIMIT 1)"
+    )
+    connection.commit()
+    connection.close()
+    target = SqliteTarget(copy)
+    histories = SqliteLineageHistories(target)
+    handed_kinds: set[Any] = set()
+    try:
+        lineages = list(SqliteCheckpointReader(target, messages_rows=True).lineages())
+        for lineage in lineages:
+            assert lineage.messages_rows is not None, lineage.thread_id  # every fixture lineage is under budget
+            stored, writes = lineage.messages_rows
+            handed_kinds |= {row[1] for row in stored} | {row[4] for row in writes}
+            again = prove_lineage(histories.history(dataclasses.replace(lineage, messages_rows=None)))
+            handed = prove_lineage(histories.history(lineage))
+            assert _proof_outcome(handed) == _proof_outcome(again), (lineage.thread_id, lineage.checkpoint_ns)
+    finally:
+        histories.close()
+    assert {"msgpack", "json", "null", "pickle"} <= handed_kinds
+    # The Python reader hands nothing over: its lineages' rows are read again.
+    assert all(lineage.messages_rows is None for lineage in SqliteCheckpointReader(target, compiled=False).lineages())
+
+
+def test_the_deep_scan_proves_from_the_handover(built_sqlite: BuiltDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify-shape --deep on SQLite reads no lineage's rows again while its handover is within budget; past a
+    small budget, the lineages over it are read again, and the report is the same."""
+    from deerflow_ckpt.store import history
+
+    def report_of() -> tuple[Any, ...]:
+        choice = DatabaseChoice(target_from_argument(built_sqlite.db), "test")
+        report = scan(ScanRequest(choice, ShapeSettings(deep=True), "test"), jobs=1)
+        assert report.proof is not None
+        findings = sorted((f.rule, f.thread_id or "", f.checkpoint_id or "", f.message) for f in report.findings)
+        return findings, report.proof.proved_lists, report.proof.started_lists, report.proof.unprovable_lineages
+
+    read_again: list[str] = []
+    rows_again = history.SqliteLineageHistories._rows_again
+
+    def counted(self: Any, lineage: Any, storing: Any) -> Any:
+        read_again.append(lineage.thread_id)
+        return rows_again(self, lineage, storing)
+
+    monkeypatch.setattr(history.SqliteLineageHistories, "_rows_again", counted)
+    handed = report_of()
+    assert read_again == []
+    monkeypatch.setattr(history, "HANDOVER_BUDGET", 4096)
+    assert report_of() == handed
+    lineages = sum(1 for _ in open_history(target_from_argument(built_sqlite.db)).histories())
+    assert 0 < len(read_again) < lineages  # some lineages over the small budget, others under it

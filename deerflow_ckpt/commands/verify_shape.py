@@ -164,10 +164,10 @@ def _collect_share(
     selection: ThreadSelection,
     on_checkpoints: Callable[[int], None] | None,
 ) -> _Share:
-    reader, backend = open_reader(target, sizes=False)
-    share = _Share()
-    # SQLite: the deep proof runs beside the scan, lineage by lineage, from the records it just read.
+    # SQLite: the deep proof runs beside the scan, lineage by lineage, from the rows it just read.
     beside = _lineage_prover(target) if settings.deep and isinstance(target, SqliteTarget) else None
+    reader, backend = open_reader(target, sizes=False, messages_rows=beside is not None)
+    share = _Share()
     if beside is not None:
         from deerflow_ckpt.analysis.replay import ProofSummary
 

@@ -8,7 +8,10 @@ def metadata_summary(data: bytes | memoryview, /) -> _MetadataFacts | None: ...
 def holds(data: bytes | memoryview | object, needle: bytes, /) -> bool: ...
 
 # The compiled SQLite reader: present only where the build found libsqlite3 (see setup.py).
-_Lineage = tuple[object, str, list[object], list[tuple[int, object, object, object, object]]]
+# (stored rows, messages write rows) for the deep proof, when open_lineages was given its limits; None for a
+# lineage past the budget (store/records.py's MessagesRows).
+_Handover = tuple[list[tuple[object, ...]], list[tuple[object, ...]]] | None
+_Lineage = tuple[object, str, list[object], list[tuple[int, object, object, object, object]], _Handover]
 
 class ReadError(Exception): ...
 
@@ -24,6 +27,8 @@ def open_lineages(
     parameters: tuple[str | bytes, ...],
     shapes: tuple[object, ...],
     record_type: type,
+    value_limit: int = 0,
+    budget: int = 0,
     /,
 ) -> LineageStream: ...
 

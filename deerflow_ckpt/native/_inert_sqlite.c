@@ -9,6 +9,9 @@
    Write rows are matched to their checkpoint and counted here; a write the value judge cannot vouch for
    is handed back whole, and Python decodes it and adds what it holds. Key columns must have TEXT
    affinity (store/sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
+   Asked to (verify-shape --deep), it also hands over per lineage the rows the deep proof would read again
+   (store/history.py): each stored messages value's checkpoint and each `messages` write, as that reader
+   selects them, within a byte budget per lineage past which the proof reads the lineage again itself.
 
    Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
    records with the Python reader's on every fixture. */
@@ -26,7 +29,7 @@
 
 /* The columns of store/sqlite.py's _CHECKPOINTS_SQL and _WRITES_SQL. */
 enum { CK_THREAD, CK_NS, CK_ID, CK_PARENT, CK_TYPE, CK_DATA, CK_METADATA, CK_COLUMNS };
-enum { WR_THREAD, WR_NS, WR_CHECKPOINT, WR_TASK, WR_CHANNEL, WR_TYPE, WR_VALUE };
+enum { WR_THREAD, WR_NS, WR_CHECKPOINT, WR_TASK, WR_CHANNEL, WR_TYPE, WR_VALUE, WR_TASK_PATH, WR_IDX };
 
 /* The CheckpointRecord fields this reader fills: its leading fields, as store/sqlite.py's COMPILED_RECORD_FIELDS. */
 enum {
@@ -75,6 +78,10 @@ typedef struct {
     int task_type;
     Py_ssize_t counted_entry;
     unsigned long rows;
+    /* The handover to the deep proof (0: none asked): a value past value_limit goes as None and its size; a
+       lineage whose handed bytes pass budget is handed as None, and the proof reads it again. */
+    Py_ssize_t value_limit, budget, handed_bytes;
+    PyObject *stored, *message_writes; /* this lineage's handover so far; NULL once past the budget */
 } Stream;
 
 static int read_failed(Stream *s, int code) {
@@ -276,6 +283,82 @@ static PyObject *clean_fields(Stream *s, PyObject *thread, PyObject *ns) {
     return fields;
 }
 
+/* Drop this lineage's handover: past the budget, the proof reads the lineage again instead. */
+static void drop_handover(Stream *s) {
+    Py_CLEAR(s->stored);
+    Py_CLEAR(s->message_writes);
+}
+
+/* (value, size) as store/history.py selects a payload column: the bytes, None past value_limit; size None for
+   NULL. `bytes` of `size` when `has_data`; `object` (borrowed, may be NULL): a bytes object holding them already.
+   1, with nothing made, where the bytes would take the lineage's handover past its budget: it is dropped. */
+static int handed_value(Stream *s, int has_data, const unsigned char *bytes, size_t size, PyObject *object,
+                        PyObject **value, PyObject **length) {
+    if (!has_data) {
+        *value = Py_NewRef(Py_None);
+        *length = Py_NewRef(Py_None);
+        return 0;
+    }
+    int kept = size <= (size_t)s->value_limit;
+    if (kept && size > (size_t)(s->budget - s->handed_bytes)) {
+        drop_handover(s); /* before a copy is made: the proof reads the lineage again, one row at a time */
+        return 1;
+    }
+    *length = PyLong_FromSize_t(size);
+    if (*length == NULL) return -1;
+    if (!kept) {
+        *value = Py_NewRef(Py_None);
+        return 0;
+    }
+    *value = object != NULL ? Py_NewRef(object) : PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size);
+    if (*value == NULL) {
+        Py_CLEAR(*length);
+        return -1;
+    }
+    s->handed_bytes += (Py_ssize_t)size;
+    return 0;
+}
+
+/* Append `row` (a new reference, NULL on failure) to `list`. */
+static int hand(PyObject *list, PyObject *row) {
+    if (row == NULL) return -1;
+    int failed = PyList_Append(list, row);
+    Py_DECREF(row);
+    return failed;
+}
+
+/* The checkpoint id of an entry, borrowed: as records hold it (key_text) when clean, else as the row holds it. */
+static PyObject *entry_id(const Entry *entry) { return PyTuple_GET_ITEM(entry->fields, entry->clean ? R_ID : CK_ID); }
+
+/* Hand over the checkpoint of `entry` where it may store a messages value: judged to (clean), or not judged
+   here (a raw row, which Python classifies: it picks the ones it wants). */
+static int hand_stored(Stream *s, Entry *entry) {
+    PyObject *kind, *value, *length;
+    int handed;
+    if (entry->clean) {
+        if (PyTuple_GET_ITEM(entry->fields, R_MESSAGES) == s->shapes[MESSAGES_ABSENT]) return 0;
+        const unsigned char *bytes = NULL;
+        size_t size = 0;
+        int has_data = payload(s->checkpoints, CK_DATA, &bytes, &size);
+        kind = column_value(s->checkpoints, CK_TYPE);
+        handed = kind == NULL ? -1 : handed_value(s, has_data, bytes, size, NULL, &value, &length);
+    } else {
+        PyObject *data = PyTuple_GET_ITEM(entry->fields, CK_DATA); /* bytes, or None for NULL (a BLOB cast) */
+        if (data != Py_None && !PyBytes_Check(data)) {
+            drop_handover(s); /* never from the scan's query; the proof would read the lineage again */
+            return 0;
+        }
+        int has_data = data != Py_None;
+        kind = Py_NewRef(PyTuple_GET_ITEM(entry->fields, CK_TYPE));
+        handed = handed_value(s, has_data, NULL, has_data ? (size_t)PyBytes_GET_SIZE(data) : 0, data, &value, &length);
+    }
+    if (handed != 0) {
+        Py_XDECREF(kind);
+        return handed < 0 ? -1 : 0;
+    }
+    return hand(s->stored, Py_BuildValue("(ONNN)", entry_id(entry), kind, value, length));
+}
+
 static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
     sqlite3_stmt *st = s->checkpoints;
     Key id;
@@ -299,6 +382,7 @@ static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
         if (entry->fields == NULL) return -1;
     }
     s->entry_count++;
+    if (s->stored != NULL) return hand_stored(s, entry);
     return 0;
 }
 
@@ -363,6 +447,19 @@ static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
     const unsigned char *data = NULL;
     size_t size = 0;
     int has_data = payload(st, WR_VALUE, &data, &size);
+    if (s->message_writes != NULL && is_text(&channel, "messages", 8)) {
+        PyObject *value, *length;
+        int handed = handed_value(s, has_data, data, size, NULL, &value, &length);
+        if (handed < 0) return -1;
+        if (handed == 0) {
+            PyObject *row = Py_BuildValue("(ONNNNNN)", entry_id(entry), column_value(st, WR_TASK),
+                                          column_value(st, WR_TASK_PATH), column_value(st, WR_IDX),
+                                          column_value(st, WR_TYPE), value, length);
+            if (hand(s->message_writes, row) < 0) return -1;
+        }
+    }
+    /* Writes of None are read only for the handover (its query selects the messages ones): nothing to count. */
+    if (is_text(&kind, "null", 4)) return 0;
     InertValueFacts facts;
     int judged = has_data && is_text(&kind, "msgpack", 7) && inert_judge_value(data, size, &facts);
     if (!judged) {
@@ -494,6 +591,13 @@ static PyObject *next_lineage(Stream *s) {
     memcpy(s->arena, thread.bytes, thread.size);
     memcpy(s->arena + thread.size, ns.bytes, ns.size);
     s->arena_size = key_size;
+    if (s->budget > 0) {
+        drop_handover(s);
+        s->handed_bytes = 0;
+        s->stored = PyList_New(0);
+        s->message_writes = PyList_New(0);
+        if (s->stored == NULL || s->message_writes == NULL) goto done;
+    }
     int thread_type = thread.type, ns_type = ns.type;
     size_t thread_size = thread.size, ns_size = ns.size;
     for (;;) {
@@ -521,8 +625,13 @@ static PyObject *next_lineage(Stream *s) {
         if (++s->rows % SIGNAL_CHECK_ROWS == 0 && PyErr_CheckSignals() < 0) goto done;
     }
     records = finish_entries(s);
-    if (records != NULL) result = PyTuple_Pack(4, thread_value, ns_value, records, deferred);
+    if (records != NULL) {
+        PyObject *handover = s->stored != NULL ? PyTuple_Pack(2, s->stored, s->message_writes) : Py_NewRef(Py_None);
+        if (handover != NULL) result = PyTuple_Pack(5, thread_value, ns_value, records, deferred, handover);
+        Py_XDECREF(handover);
+    }
 done:
+    drop_handover(s);
     clear_entries(s);
     Py_XDECREF(thread_value);
     Py_XDECREF(ns_value);
@@ -532,6 +641,7 @@ done:
 }
 
 static void close_stream(Stream *s) {
+    drop_handover(s);
     clear_entries(s);
     sqlite3_finalize(s->checkpoints);
     sqlite3_finalize(s->writes);
@@ -612,9 +722,11 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     (void)module;
     const char *uri, *checkpoints_sql, *writes_sql;
     PyObject *parameters, *shapes, *record_type;
-    if (!PyArg_ParseTuple(args, "sssO!O!O!", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
-                          &PyTuple_Type, &shapes, &PyType_Type, &record_type))
+    Py_ssize_t value_limit = 0, budget = 0;
+    if (!PyArg_ParseTuple(args, "sssO!O!O!|nn", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
+                          &PyTuple_Type, &shapes, &PyType_Type, &record_type, &value_limit, &budget))
         return NULL;
+    if (value_limit < 0 || budget < 0) return PyErr_Format(PyExc_ValueError, "limits must not be negative");
     if (PyTuple_GET_SIZE(shapes) != 4) return PyErr_Format(PyExc_ValueError, "four shapes are needed");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++)
         if (!PyUnicode_Check(PyTuple_GET_ITEM(parameters, i)) && !PyBytes_Check(PyTuple_GET_ITEM(parameters, i)))
@@ -624,6 +736,8 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     memset((char *)s + sizeof(PyObject), 0, sizeof(Stream) - sizeof(PyObject));
     for (int i = 0; i < 4; i++) s->shapes[i] = Py_NewRef(PyTuple_GET_ITEM(shapes, i));
     s->record_type = Py_NewRef(record_type);
+    s->value_limit = value_limit;
+    s->budget = budget;
     /* NOMUTEX: only the thread holding the GIL ever uses this connection, so SQLite's own locking is waste. */
     /* Through the read-ahead layer (_readahead.c) where it could be registered, else the default VFS. */
     const char *vfs = inert_readahead_vfs();

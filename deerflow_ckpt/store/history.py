@@ -9,6 +9,7 @@ rows, each parsed by store.messages without building a message.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -38,6 +39,9 @@ from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 # a value is held about three times at most (SQLite's or libpq's copy, the driver's row, a stored list or a
 # message new to the lineage taken from it), so one value never costs the proof much more than 192 MiB.
 VALUE_LIMIT = 64 << 20
+# The bytes of one lineage's rows the compiled SQLite reader holds to hand them over (Lineage.messages_rows);
+# past it, the proof reads that lineage's rows again itself, one at a time.
+HANDOVER_BUDGET = 32 << 20
 
 
 def _sqlite_value(column: str) -> str:
@@ -232,33 +236,55 @@ class SqliteLineageHistories:
 
         checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
         by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
-        storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
-        condition, key = _lineage_condition(lineage)
+        storing = {r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT}
         budget = _Budget()
         found: dict[str, int] = {}
         try:
-            if storing:
-                ids, array = key_in("checkpoint_id", "?", storing)
-                stored_sql = _LINEAGE_STORED.format(lineage=condition, ids=ids)
-                # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
-                rows = self._connection.execute(stored_sql, (*key, array))
-                for checkpoint_id, kind, data, size in rows:
-                    checkpoint = by_id.get(key_text(checkpoint_id))
-                    if checkpoint is not None:
-                        found[checkpoint.checkpoint_id] = -1
-                        _set_from_row(checkpoint, kind, data, size)
-                        del data  # the row goes before the list copied from it is compacted: one copy less
-                        budget.keep(checkpoint.stored)
-            writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
-            for row in self._connection.execute(writes_sql, key):
+            handed = lineage.messages_rows
+            stored_rows, write_rows = (
+                (_drained(handed[0]), _drained(handed[1])) if handed is not None else self._rows_again(lineage, storing)
+            )
+            # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
+            for checkpoint_id, kind, data, size in stored_rows:
+                checkpoint_id = key_text(checkpoint_id)
+                checkpoint = by_id.get(checkpoint_id)
+                if checkpoint is not None and checkpoint_id in storing:  # the handover has rows Python classed
+                    found[checkpoint_id] = -1
+                    _set_from_row(checkpoint, kind, data, size)
+                    del data  # the row goes before the list copied from it is compacted: one copy less
+                    budget.keep(checkpoint.stored)
+            for row in write_rows:
                 checkpoint = by_id.get(key_text(row[0]))
                 if checkpoint is not None:
                     found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1
                     _add_write(checkpoint, row[1:], self._has_path, budget.cache)
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
-        _check_read_again(lineage, by_id, set(storing), found)
+        _check_read_again(lineage, by_id, storing, found)
         return LineageHistory(lineage.thread_id, lineage.checkpoint_ns, checkpoints, budget.cache)
+
+    def _rows_again(self, lineage: Lineage, storing: set[str]) -> tuple[Iterator[Any], Iterator[Any]]:
+        """The lineage's stored rows and messages writes, read again by key (a lineage past the handover's
+        budget, or read by the Python reader), streamed row by row."""
+        condition, key = _lineage_condition(lineage)
+        stored: Iterator[Any] = iter(())
+        if storing:
+            ids, array = key_in("checkpoint_id", "?", sorted(storing))
+            stored = self._connection.execute(_LINEAGE_STORED.format(lineage=condition, ids=ids), (*key, array))
+        writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
+        return stored, self._connection.execute(writes_sql, key)
+
+
+_END = object()
+
+
+def _drained(rows: list[Any]) -> Iterator[Any]:
+    """The handed rows in order, each let go as it is taken: the consumer holds the only reference to a row (and
+    its bytes) while it takes what it keeps of it."""
+    queue = deque(rows)
+    rows.clear()
+    queue.append(_END)
+    return iter(queue.popleft, _END)
 
 
 # Rows the scan read that this reader could not find again by key.

@@ -18,15 +18,19 @@ class LineageReader(Protocol):
     def threads_since(self, boundary: str) -> list[str]: ...
 
 
-def open_reader(target: DatabaseTarget, sizes: bool = True) -> tuple[LineageReader, Backend]:
+def open_reader(
+    target: DatabaseTarget, sizes: bool = True, messages_rows: bool = False
+) -> tuple[LineageReader, Backend]:
     """The read-only reader for a target; drivers are imported only here.
 
     `sizes=False` lets a reader skip stored sizes that cost extra to read (verify-shape reports none).
+    `messages_rows` asks the reader to hand each lineage's rows to the deep proof where it can (SQLite's compiled
+    reader: Lineage.messages_rows).
     """
     if isinstance(target, SqliteTarget):
         from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
 
-        return SqliteCheckpointReader(target), Backend.SQLITE
+        return SqliteCheckpointReader(target, messages_rows=messages_rows), Backend.SQLITE
     from deerflow_ckpt.store.postgres import PostgresCheckpointReader
 
     return PostgresCheckpointReader(target, sizes=sizes), Backend.POSTGRES

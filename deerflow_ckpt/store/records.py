@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from deerflow_ckpt.dataclass import dataclass, field
 from deerflow_ckpt.rules import RuleCode
@@ -124,6 +125,14 @@ class Lineage:
     thread_id: str
     checkpoint_ns: str
     records: list[CheckpointRecord]
+    # verify-shape --deep on SQLite: the rows its proof reads, handed over by the compiled reader, which read
+    # them already (store/history.py, SqliteLineageHistories); None when the proof reads them itself.
+    messages_rows: MessagesRows | None = field(default=None, repr=False, compare=False)
+
+
+# (stored rows: (record index, type, checkpoint bytes or None, size or None); messages write rows: (record index,
+# task_id, task_path, idx, type, value bytes or None, size or None)), as store/history.py selects them.
+MessagesRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
 def key_text(value: object) -> str:
@@ -138,14 +147,16 @@ def key_text(value: object) -> str:
     return repr(value)
 
 
-def text_lineage(thread_id: object, checkpoint_ns: object, records: list[CheckpointRecord]) -> Lineage:
+def text_lineage(
+    thread_id: object, checkpoint_ns: object, records: list[CheckpointRecord], messages_rows: MessagesRows | None = None
+) -> Lineage:
     """The lineage with its keys as text (key_text); the readers give its records text ids already."""
     if type(thread_id) is not str or type(checkpoint_ns) is not str:
         thread_id, checkpoint_ns = key_text(thread_id), key_text(checkpoint_ns)
         for record in records:
             record.thread_id, record.checkpoint_ns = thread_id, checkpoint_ns
     assert type(thread_id) is str and type(checkpoint_ns) is str
-    return Lineage(thread_id, checkpoint_ns, records)
+    return Lineage(thread_id, checkpoint_ns, records, messages_rows)
 
 
 @dataclass

@@ -72,6 +72,14 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(val
 FROM writes WHERE type IS NOT 'null' {and_where}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
 """
+# The compiled reader handing each lineage's messages rows to the deep proof (store/history.py) reads what the
+# proof reads of a write as well, and the messages writes of None, which only the proof reads (it cannot
+# prove them).
+_HANDOVER_WRITES_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(value AS BLOB), {task_path}, idx
+FROM writes WHERE (type IS NOT 'null' OR channel = 'messages') {and_where}
+ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+"""
 
 
 def _is_wal(path: Path) -> bool:
@@ -321,11 +329,16 @@ def record_from_row(
 class SqliteCheckpointReader:
     """Streams lineages from one SQLite file; memory holds one thread at a time."""
 
-    def __init__(self, target: SqliteTarget, deep: bool = False, compiled: bool = True) -> None:
+    def __init__(
+        self, target: SqliteTarget, deep: bool = False, compiled: bool = True, messages_rows: bool = False
+    ) -> None:
         self.target = target
         self.decoder = InertDecoder(deep=deep)
         # The compiled reader where it was built and fits; `compiled=False` reads through Python (tests compare).
         self.compiled = compiled
+        # The compiled reader also hands each lineage's messages rows to the deep proof (Lineage.messages_rows),
+        # which then need not read them again; the Python reader hands none.
+        self.messages_rows = messages_rows
 
     def lineages(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[Lineage]:
         path, uri = readonly_uri(self.target)
@@ -333,8 +346,9 @@ class SqliteCheckpointReader:
         try:
             nullable = thread_ids_nullable(connection)
             if self._fits_compiled() and keys_are_text(connection):
+                task_path = self.messages_rows and _has_task_path(connection)
                 connection.close()
-                yield from self._stream_compiled(path, uri, selection, nullable)
+                yield from self._stream_compiled(path, uri, selection, nullable, task_path)
                 return
             # One read transaction: a consistent snapshot while a live writer carries on.
             connection.execute("BEGIN")
@@ -410,24 +424,36 @@ class SqliteCheckpointReader:
         finally:
             connection.close()
 
-    def _stream_compiled(self, path: Path, uri: str, selection: ThreadSelection, nullable: bool) -> Iterator[Lineage]:
+    def _stream_compiled(
+        self, path: Path, uri: str, selection: ThreadSelection, nullable: bool, task_path: bool
+    ) -> Iterator[Lineage]:
         """The same lineages as _stream, from the compiled reader: rows judged where SQLite holds them."""
         assert open_lineages is not None
-        checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
+        limits: tuple[int, ...] = ()
+        if self.messages_rows:
+            from deerflow_ckpt.store.history import HANDOVER_BUDGET, VALUE_LIMIT
+
+            column = "task_path" if task_path else "''"
+            checkpoints_sql, writes_sql, parameters = _queries(
+                selection, nullable, _HANDOVER_WRITES_SQL, task_path=column
+            )
+            limits = (VALUE_LIMIT, HANDOVER_BUDGET)
+        else:
+            checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
         decoder = self.decoder
         try:
             stream = open_lineages(
-                uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND, CheckpointRecord
+                uri, checkpoints_sql, writes_sql, tuple(parameters), _SHAPES_BY_KIND, CheckpointRecord, *limits
             )
         except ReadError as exc:
             raise StoreError(f"cannot open {path} read-only: {exc}") from exc
         try:
-            for thread_id, ns, rows, deferred in stream:
+            for thread_id, ns, rows, deferred, messages_rows in stream:
                 # Finished records, and (row, write counts) where a judge abstained.
                 records = [_counted_record(row, decoder) if type(row) is tuple else row for row in rows]
                 for index, task_id, channel, kind, data in deferred:
                     fold_contents(records[index], task_id, channel, kind, data, decoder)
-                yield text_lineage(thread_id, ns, records)
+                yield text_lineage(thread_id, ns, records, messages_rows)
         except ReadError as exc:
             raise StoreError(f"reading {path} failed: {exc}") from exc
         finally:
@@ -496,12 +522,20 @@ RECORD_FITS = tuple(field.name for field in dataclasses.fields(CheckpointRecord)
 )
 
 
-def _queries(selection: ThreadSelection, nullable: bool) -> tuple[str, str, list[str]]:
-    """The checkpoint and write queries limited to `selection`, and their parameters (the same for both)."""
+def _queries(
+    selection: ThreadSelection, nullable: bool, writes_sql: str = _WRITES_SQL, **parts: str
+) -> tuple[str, str, list[str]]:
+    """The checkpoint and write queries limited to `selection`, and their parameters (the same for both);
+    `parts` fill the writes query's other blanks."""
     clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
     and_where = "AND " + " AND ".join(clauses) if clauses else ""
-    return _CHECKPOINTS_SQL.format(where=where), _WRITES_SQL.format(and_where=and_where), parameters
+    return _CHECKPOINTS_SQL.format(where=where), writes_sql.format(and_where=and_where, **parts), parameters
+
+
+def _has_task_path(connection: sqlite3.Connection) -> bool:
+    """The writes table has LangGraph's task_path column (savers before it do not)."""
+    return any(row[1] == "task_path" for row in connection.execute("PRAGMA table_info(writes)"))
 
 
 def _counted_record(entry: tuple[Any, ...], decoder: InertDecoder) -> CheckpointRecord:
