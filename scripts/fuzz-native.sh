@@ -15,5 +15,5 @@ CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" .venv/bin/python -m p
 export PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
 .venv/bin/python scripts/fuzz_native.py "$database" "$seconds"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_sqlite_native.py \
-  tests/test_deep_proof.py::test_rows_the_scan_hands_over_prove_what_reading_them_again_proves \
+  tests/test_deep_proof.py::test_rows_the_scan_hands_over_are_the_rows_read_again \
   tests/test_deep_proof.py::test_the_deep_scan_proves_from_the_handover

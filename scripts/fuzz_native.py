@@ -186,8 +186,8 @@ def stream_whole(database: str) -> None:
     reader = SqliteCheckpointReader(SqliteTarget(Path(database)), messages_rows=True)
     handed = 0
     for lineage in reader.lineages(ALL_THREADS):
-        stored, writes = lineage.messages_rows or ([], [])
-        handed += len(stored) + len(writes)
+        rows = lineage.messages_rows.take() if lineage.messages_rows is not None else None
+        handed += len(rows[0]) + len(rows[1]) if rows is not None else 0
     print(f"streamed it again with {handed} messages rows handed over, no fault")
 
 

@@ -21,6 +21,7 @@ from deerflow_ckpt.analysis.shape import ShapeSettings
 from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.history import open_history
 from deerflow_ckpt.store.messages import StoredMessage
+from deerflow_ckpt.store.records import Shape
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder import readback
 from tests.conftest import BuiltDatabase
@@ -534,45 +535,92 @@ def _proof_outcome(result: Any) -> tuple[Any, ...]:
             [(f.checkpoint_id, f.message) for f in result.findings])  # fmt: skip
 
 
-def test_rows_the_scan_hands_over_prove_what_reading_them_again_proves(
-    built_sqlite: BuiltDatabase, tmp_path: Path
-) -> None:
-    """On SQLite the compiled reader hands the deep proof the rows it has just read (each stored list's
-    checkpoint, each messages write); read again by key, as the proof reads a lineage past the handover's
-    budget, the same rows prove the same, lineage by lineage: on every fixture and fault, and with a messages
-    write of None and a checkpoint the compiled judge leaves to Python added."""
-    import dataclasses
+def _handover_copy(built: BuiltDatabase, tmp_path: Path) -> Path:
+    """A copy of the SQLite fixture with rows the fixtures lack: a messages write of None, one whose value is
+    NULL, a checkpoint the compiled judge leaves to Python (json), a second task's messages write ordered
+    before the first by its task_path, and lineages under BLOB keys (a thread id, a checkpoint id)."""
     import shutil
+
+    copy = tmp_path / "handover.db"
+    shutil.copy(built.db, copy)
+    connection = sqlite3.connect(copy)
+    messages_write = (
+        "SELECT rowid FROM writes WHERE thread_id = ? AND channel = 'messages' ORDER BY checkpoint_id LIMIT 1 OFFSET ?"
+    )
+    (rowid,) = connection.execute(messages_write, ("clean-delta-k3", 4)).fetchone()
+    connection.execute("UPDATE writes SET type = 'null', value = X'' WHERE rowid = ?", (rowid,))
+    (rowid,) = connection.execute(messages_write, ("clean-delta-k3", 7)).fetchone()
+    connection.execute("UPDATE writes SET value = NULL WHERE rowid = ?", (rowid,))
+    connection.execute(
+        "UPDATE checkpoints SET type = 'json' WHERE rowid = (SELECT rowid FROM checkpoints "
+        "WHERE thread_id = 'clean-delta-k2' ORDER BY length(checkpoint) DESC LIMIT 1)"
+    )
+    # Another task's message, applied first in its superstep ('~0' sorts before '~__pregel_pull'): the order
+    # comes from task_path, and a later snapshot then differs from the replay (CK106).
+    (rowid,) = connection.execute(messages_write, ("clean-delta-k10", 6)).fetchone()
+    (donor,) = connection.execute(
+        "SELECT value FROM writes WHERE thread_id = 'fork-invoke-k3' AND channel = 'messages' LIMIT 1"
+    ).fetchone()
+    connection.execute(
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value) "
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, 'zz-task', '~0', 3, channel, type, ? "
+        "FROM writes WHERE rowid = ?",
+        (donor, rowid),
+    )
+    for table in ("checkpoints", "writes"):
+        connection.execute(
+            f"UPDATE {table} SET thread_id = CAST(thread_id AS BLOB) WHERE thread_id = 'remove-messages-k3'"
+        )
+        connection.execute(
+            f"UPDATE {table} SET checkpoint_id = CAST(checkpoint_id AS BLOB) WHERE thread_id = 'overwrite-node-k10' "
+            "AND checkpoint_id = (SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = 'overwrite-node-k10')"
+        )
+    connection.commit()
+    connection.close()
+    return copy
+
+
+def test_rows_the_scan_hands_over_are_the_rows_read_again(built_sqlite: BuiltDatabase, tmp_path: Path) -> None:
+    """On SQLite the compiled reader hands the deep proof the rows it has just read (each stored list's
+    checkpoint, each messages write). They are the rows the proof reads again by key (as it does past the
+    handover's budget), column for column, and prove the same, lineage by lineage; the shape scan counts the
+    same with the handover as without. A lineage under a key the proof cannot find again by its text (a BLOB)
+    is not handed over: read again, its stretch is unprovable either way."""
+    import dataclasses
 
     from deerflow_ckpt.store.history import SqliteLineageHistories
     from deerflow_ckpt.store.source import SqliteTarget
     from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
 
-    copy = tmp_path / "handover.db"
-    shutil.copy(built_sqlite.db, copy)
-    connection = sqlite3.connect(copy)
-    connection.execute(
-        "UPDATE writes SET type = 'null', value = X'' WHERE rowid = (SELECT rowid FROM writes "
-        "WHERE thread_id = 'clean-delta-k3' AND channel = 'messages' ORDER BY checkpoint_id LIMIT 1 OFFSET 4)"
-    )
-    connection.execute(
-        "UPDATE checkpoints SET type = 'json' WHERE rowid = (SELECT rowid FROM checkpoints "
-        "WHERE thread_id = 'clean-delta-k2' ORDER BY length(checkpoint) DESC LIMIT 1)"
-    )
-    connection.commit()
-    connection.close()
-    target = SqliteTarget(copy)
+    target = SqliteTarget(_handover_copy(built_sqlite, tmp_path))
+    lineages = list(SqliteCheckpointReader(target, messages_rows=True).lineages())
+    assert lineages == list(SqliteCheckpointReader(target).lineages())  # records (and their counts) unchanged
+    # A second pass, whose handed rows are compared with the rows read again.
+    compared = list(SqliteCheckpointReader(target, messages_rows=True).lineages())
     histories = SqliteLineageHistories(target)
     handed_kinds: set[Any] = set()
     try:
-        lineages = list(SqliteCheckpointReader(target, messages_rows=True).lineages())
-        for lineage in lineages:
-            assert lineage.messages_rows is not None, lineage.thread_id  # every fixture lineage is under budget
-            stored, writes = lineage.messages_rows
-            handed_kinds |= {row[1] for row in stored} | {row[4] for row in writes}
+        for lineage, twin in zip(lineages, compared, strict=True):
+            blob_keyed = lineage.thread_id.startswith("x'") or any(
+                r.checkpoint_id.startswith("x'") for r in lineage.records
+            )
+            assert (lineage.messages_rows is None) == blob_keyed, lineage.thread_id
             again = prove_lineage(histories.history(dataclasses.replace(lineage, messages_rows=None)))
+            if lineage.messages_rows is None:
+                continue
+            storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
+            stored_again, writes_again = (list(rows) for rows in histories._rows_again(lineage, storing))
+            assert twin.messages_rows is not None
+            rows = twin.messages_rows.take()
+            assert rows is not None and twin.messages_rows.take() is None  # handed over once
+            stored, writes = rows
+            handed_kinds |= {row[1] for row in stored} | {row[4] for row in writes}
+            assert writes == writes_again, lineage.thread_id
+            assert sorted(row for row in stored if row[0] in storing) == sorted(stored_again), lineage.thread_id
             handed = prove_lineage(histories.history(lineage))
             assert _proof_outcome(handed) == _proof_outcome(again), (lineage.thread_id, lineage.checkpoint_ns)
+            # Its handover taken, a second history of the lineage reads the rows again, and proves the same.
+            assert _proof_outcome(prove_lineage(histories.history(lineage))) == _proof_outcome(again)
     finally:
         histories.close()
     assert {"msgpack", "json", "null", "pickle"} <= handed_kinds

@@ -11,7 +11,10 @@
    affinity (store/sqlite.py checks the schema), so they hold only NULL, TEXT or BLOB.
    Asked to (verify-shape --deep), it also hands over per lineage the rows the deep proof would read again
    (store/history.py): each stored messages value's checkpoint and each `messages` write, as that reader
-   selects them, within a byte budget per lineage past which the proof reads the lineage again itself.
+   selects them, within a budget of bytes per thread (the scan holds a thread's lineages until it has read
+   them all), past which the proof reads the rest of the thread again itself. Only lineages whose keys and
+   checkpoint ids are TEXT are handed over: those are the ones the proof finds again by key, so handed over
+   or read again, the proof sees the same rows.
 
    Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
    records with the Python reader's on every fixture. */
@@ -78,11 +81,18 @@ typedef struct {
     int task_type;
     Py_ssize_t counted_entry;
     unsigned long rows;
-    /* The handover to the deep proof (0: none asked): a value past value_limit goes as None and its size; a
-       lineage whose handed bytes pass budget is handed as None, and the proof reads it again. */
+    /* The handover to the deep proof (budget 0: none asked): a value past value_limit goes as None and its
+       size; a lineage whose rows would take the thread's handover past budget is handed as None, and the proof
+       reads it again. `handed_bytes` is the thread's so far (values, keys and HANDED_ROW_COST a row). */
     Py_ssize_t value_limit, budget, handed_bytes;
-    PyObject *stored, *message_writes; /* this lineage's handover so far; NULL once past the budget */
+    PyObject *stored, *message_writes; /* this lineage's handover so far; NULL once dropped */
+    unsigned char *budget_thread;      /* the thread the budget is counting */
+    size_t budget_thread_size, budget_thread_capacity;
+    int budget_thread_type;
 } Stream;
+
+/* What a handed row costs besides its value and keys: its tuple, the objects in it, the list's slot. */
+#define HANDED_ROW_COST 256
 
 static int read_failed(Stream *s, int code) {
     PyErr_Format(ReadError, "%s", code == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(s->db));
@@ -290,23 +300,26 @@ static void drop_handover(Stream *s) {
 }
 
 /* (value, size) as store/history.py selects a payload column: the bytes, None past value_limit; size None for
-   NULL. `bytes` of `size` when `has_data`; `object` (borrowed, may be NULL): a bytes object holding them already.
-   1, with nothing made, where the bytes would take the lineage's handover past its budget: it is dropped. */
+   NULL. `bytes` of `size` when `has_data`; `object` (borrowed, may be NULL): a bytes object holding them already;
+   `keys`: the bytes of the row's other values. 1, with nothing made, where the row would take the thread's
+   handover past its budget: the lineage's is dropped. */
 static int handed_value(Stream *s, int has_data, const unsigned char *bytes, size_t size, PyObject *object,
-                        PyObject **value, PyObject **length) {
+                        size_t keys, PyObject **value, PyObject **length) {
+    size_t kept = has_data && size <= (size_t)s->value_limit ? size : 0;
+    size_t cost = kept + keys + HANDED_ROW_COST;
+    if (cost > (size_t)(s->budget - s->handed_bytes)) {
+        drop_handover(s); /* before a copy is made: the proof reads the lineage again, one row at a time */
+        return 1;
+    }
+    s->handed_bytes += (Py_ssize_t)cost;
     if (!has_data) {
         *value = Py_NewRef(Py_None);
         *length = Py_NewRef(Py_None);
         return 0;
     }
-    int kept = size <= (size_t)s->value_limit;
-    if (kept && size > (size_t)(s->budget - s->handed_bytes)) {
-        drop_handover(s); /* before a copy is made: the proof reads the lineage again, one row at a time */
-        return 1;
-    }
     *length = PyLong_FromSize_t(size);
     if (*length == NULL) return -1;
-    if (!kept) {
+    if (size > (size_t)s->value_limit) {
         *value = Py_NewRef(Py_None);
         return 0;
     }
@@ -315,7 +328,6 @@ static int handed_value(Stream *s, int has_data, const unsigned char *bytes, siz
         Py_CLEAR(*length);
         return -1;
     }
-    s->handed_bytes += (Py_ssize_t)size;
     return 0;
 }
 
@@ -341,7 +353,7 @@ static int hand_stored(Stream *s, Entry *entry) {
         size_t size = 0;
         int has_data = payload(s->checkpoints, CK_DATA, &bytes, &size);
         kind = column_value(s->checkpoints, CK_TYPE);
-        handed = kind == NULL ? -1 : handed_value(s, has_data, bytes, size, NULL, &value, &length);
+        handed = kind == NULL ? -1 : handed_value(s, has_data, bytes, size, NULL, 0, &value, &length);
     } else {
         PyObject *data = PyTuple_GET_ITEM(entry->fields, CK_DATA); /* bytes, or None for NULL (a BLOB cast) */
         if (data != Py_None && !PyBytes_Check(data)) {
@@ -350,7 +362,8 @@ static int hand_stored(Stream *s, Entry *entry) {
         }
         int has_data = data != Py_None;
         kind = Py_NewRef(PyTuple_GET_ITEM(entry->fields, CK_TYPE));
-        handed = handed_value(s, has_data, NULL, has_data ? (size_t)PyBytes_GET_SIZE(data) : 0, data, &value, &length);
+        handed = handed_value(s, has_data, NULL, has_data ? (size_t)PyBytes_GET_SIZE(data) : 0, data, 0, &value,
+                              &length);
     }
     if (handed != 0) {
         Py_XDECREF(kind);
@@ -373,6 +386,8 @@ static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
     entry->id_size = id.size;
     memcpy(s->arena + s->arena_size, id.bytes, id.size);
     s->arena_size += id.size;
+    /* A key the proof could not find again by its text: read again, the lineage is what it proves. */
+    if (id.type != SQLITE_TEXT && s->stored != NULL) drop_handover(s);
     entry->fields = clean_fields(s, thread, ns);
     if (entry->fields != NULL) {
         entry->clean = 1;
@@ -449,7 +464,8 @@ static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
     int has_data = payload(st, WR_VALUE, &data, &size);
     if (s->message_writes != NULL && is_text(&channel, "messages", 8)) {
         PyObject *value, *length;
-        int handed = handed_value(s, has_data, data, size, NULL, &value, &length);
+        size_t keys = task.size + (size_t)sqlite3_column_bytes(st, WR_TASK_PATH);
+        int handed = handed_value(s, has_data, data, size, NULL, keys, &value, &length);
         if (handed < 0) return -1;
         if (handed == 0) {
             PyObject *row = Py_BuildValue("(ONNNNNN)", entry_id(entry), column_value(st, WR_TASK),
@@ -591,9 +607,16 @@ static PyObject *next_lineage(Stream *s) {
     memcpy(s->arena, thread.bytes, thread.size);
     memcpy(s->arena + thread.size, ns.bytes, ns.size);
     s->arena_size = key_size;
-    if (s->budget > 0) {
-        drop_handover(s);
-        s->handed_bytes = 0;
+    drop_handover(s);
+    if (s->budget > 0 && thread.type == SQLITE_TEXT && ns.type == SQLITE_TEXT) {
+        Key counted = {s->budget_thread_type, s->budget_thread, s->budget_thread_size};
+        if (s->budget_thread == NULL || !keys_equal(&thread, &counted)) { /* a new thread: a new budget */
+            if (grow((void **)&s->budget_thread, &s->budget_thread_capacity, thread.size, 1) < 0) goto done;
+            if (thread.size) memcpy(s->budget_thread, thread.bytes, thread.size);
+            s->budget_thread_size = thread.size;
+            s->budget_thread_type = thread.type;
+            s->handed_bytes = 0;
+        }
         s->stored = PyList_New(0);
         s->message_writes = PyList_New(0);
         if (s->stored == NULL || s->message_writes == NULL) goto done;
@@ -666,6 +689,7 @@ static void stream_dealloc(PyObject *self) {
     PyMem_Free(s->arena);
     PyMem_Free(s->slots);
     PyMem_Free(s->task);
+    PyMem_Free(s->budget_thread);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -757,6 +781,11 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
         prepare(s, checkpoints_sql, parameters, &s->checkpoints) < 0 ||
         prepare(s, writes_sql, parameters, &s->writes) < 0)
         goto failed;
+    if (sqlite3_column_count(s->checkpoints) != CK_COLUMNS ||
+        sqlite3_column_count(s->writes) != (budget > 0 ? WR_IDX + 1 : WR_VALUE + 1)) {
+        PyErr_SetString(PyExc_ValueError, "the queries do not select the columns this reader reads");
+        goto failed;
+    }
     return (PyObject *)s;
 failed:
     Py_DECREF(s);

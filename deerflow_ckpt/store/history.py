@@ -39,8 +39,9 @@ from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 # a value is held about three times at most (SQLite's or libpq's copy, the driver's row, a stored list or a
 # message new to the lineage taken from it), so one value never costs the proof much more than 192 MiB.
 VALUE_LIMIT = 64 << 20
-# The bytes of one lineage's rows the compiled SQLite reader holds to hand them over (Lineage.messages_rows);
-# past it, the proof reads that lineage's rows again itself, one at a time.
+# What the compiled SQLite reader holds of one thread's rows to hand them over (Lineage.messages_rows): their
+# bytes and a cost a row. The scan holds a thread's lineages until it has read them all, so the budget is the
+# thread's; a lineage past it is read again by the proof, one row at a time.
 HANDOVER_BUDGET = 32 << 20
 
 
@@ -206,8 +207,9 @@ class SqliteLineageHistories:
     """The message history of lineages the shape scan has just read, one lineage at a time (SQLite).
 
     The scan's records already carry each checkpoint's id, parent, source, step and whether it stores a
-    messages value, so only the rows that store one are read again, by primary key, with the lineage's
-    `messages` writes: not the whole table a second time. One read transaction, opened with the scan's.
+    messages value. The compiled reader hands over the rows that store one and the lineage's `messages` writes
+    with the lineage (Lineage.messages_rows, within HANDOVER_BUDGET a thread); otherwise they are read again,
+    by primary key: not the whole table a second time. One read transaction, opened with the scan's.
     """
 
     def __init__(self, target: SqliteTarget) -> None:
@@ -236,43 +238,56 @@ class SqliteLineageHistories:
 
         checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
         by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
-        storing = {r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT}
+        storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
         budget = _Budget()
         found: dict[str, int] = {}
+        handed = lineage.messages_rows.take() if lineage.messages_rows is not None else None
         try:
-            handed = lineage.messages_rows
             stored_rows, write_rows = (
                 (_drained(handed[0]), _drained(handed[1])) if handed is not None else self._rows_again(lineage, storing)
             )
-            # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
-            for checkpoint_id, kind, data, size in stored_rows:
-                checkpoint_id = key_text(checkpoint_id)
-                checkpoint = by_id.get(checkpoint_id)
-                if checkpoint is not None and checkpoint_id in storing:  # the handover has rows Python classed
-                    found[checkpoint_id] = -1
-                    _set_from_row(checkpoint, kind, data, size)
-                    del data  # the row goes before the list copied from it is compacted: one copy less
-                    budget.keep(checkpoint.stored)
-            for row in write_rows:
-                checkpoint = by_id.get(key_text(row[0]))
-                if checkpoint is not None:
-                    found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1
-                    _add_write(checkpoint, row[1:], self._has_path, budget.cache)
+            _take_stored(stored_rows, by_id, set(storing), found, budget)
+            _take_writes(write_rows, by_id, found, self._has_path, budget.cache)
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
-        _check_read_again(lineage, by_id, storing, found)
+        _check_read_again(lineage, by_id, set(storing), found)
         return LineageHistory(lineage.thread_id, lineage.checkpoint_ns, checkpoints, budget.cache)
 
-    def _rows_again(self, lineage: Lineage, storing: set[str]) -> tuple[Iterator[Any], Iterator[Any]]:
-        """The lineage's stored rows and messages writes, read again by key (a lineage past the handover's
-        budget, or read by the Python reader), streamed row by row."""
+    def _rows_again(self, lineage: Lineage, storing: list[str]) -> tuple[Iterator[Any], Iterator[Any]]:
+        """The lineage's stored rows and messages writes, read again by key (a lineage not handed over), streamed
+        row by row."""
         condition, key = _lineage_condition(lineage)
         stored: Iterator[Any] = iter(())
         if storing:
-            ids, array = key_in("checkpoint_id", "?", sorted(storing))
+            ids, array = key_in("checkpoint_id", "?", storing)
             stored = self._connection.execute(_LINEAGE_STORED.format(lineage=condition, ids=ids), (*key, array))
         writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
         return stored, self._connection.execute(writes_sql, key)
+
+
+def _take_stored(
+    rows: Iterator[Any], by_id: dict[str, HistoryCheckpoint], storing: set[str], found: dict[str, int], budget: _Budget
+) -> None:
+    """Each storing checkpoint's list from its row (a handover also has rows Python classed as storing none)."""
+    # Row by row: a long full-mode lineage's lists are kept within the budget, not all at once.
+    for checkpoint_id, kind, data, size in rows:
+        checkpoint = by_id.get(key_text(checkpoint_id))
+        if checkpoint is not None and checkpoint.checkpoint_id in storing:
+            found[checkpoint.checkpoint_id] = -1
+            _set_from_row(checkpoint, kind, data, size)
+            del data  # the row goes before the list copied from it is compacted: one copy less
+            budget.keep(checkpoint.stored)
+
+
+def _take_writes(
+    rows: Iterator[Any], by_id: dict[str, HistoryCheckpoint], found: dict[str, int], has_path: bool, cache: MessageCache
+) -> None:
+    """Each messages write under its checkpoint, in the order LangGraph applies them."""
+    for row in rows:
+        checkpoint = by_id.get(key_text(row[0]))
+        if checkpoint is not None:
+            found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1
+            _add_write(checkpoint, row[1:], has_path, cache)
 
 
 _END = object()

@@ -130,9 +130,20 @@ class Lineage:
     messages_rows: MessagesRows | None = field(default=None, repr=False, compare=False)
 
 
-# (stored rows: (record index, type, checkpoint bytes or None, size or None); messages write rows: (record index,
-# task_id, task_path, idx, type, value bytes or None, size or None)), as store/history.py selects them.
-MessagesRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+class MessagesRows:
+    """A lineage's rows as the deep proof selects them (store/history.py), handed over once: the stored rows
+    (checkpoint_id, type, checkpoint bytes or None, size or None) and the messages writes (checkpoint_id, task_id,
+    task_path, idx, type, value bytes or None, size or None), in the proof's order."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, stored: list[tuple[Any, ...]], writes: list[tuple[Any, ...]]) -> None:
+        self._rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = (stored, writes)
+
+    def take(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
+        """The rows, the first time; None after (the proof lets each row go as it reads it)."""
+        rows, self._rows = self._rows, None
+        return rows
 
 
 def key_text(value: object) -> str:

@@ -40,6 +40,7 @@ from deerflow_ckpt.store.peek import (
 from deerflow_ckpt.store.records import (
     CheckpointRecord,
     Lineage,
+    MessagesRows,
     Problem,
     Shape,
     key_text,
@@ -448,11 +449,12 @@ class SqliteCheckpointReader:
         except ReadError as exc:
             raise StoreError(f"cannot open {path} read-only: {exc}") from exc
         try:
-            for thread_id, ns, rows, deferred, messages_rows in stream:
+            for thread_id, ns, rows, deferred, handover in stream:
                 # Finished records, and (row, write counts) where a judge abstained.
                 records = [_counted_record(row, decoder) if type(row) is tuple else row for row in rows]
-                for index, task_id, channel, kind, data in deferred:
-                    fold_contents(records[index], task_id, channel, kind, data, decoder)
+                _fold_deferred(records, deferred, decoder)
+                messages_rows = MessagesRows(*handover) if handover is not None else None
+                del rows, deferred, handover  # raw rows' bytes handed over go as the proof reads them, not later
                 yield text_lineage(thread_id, ns, records, messages_rows)
         except ReadError as exc:
             raise StoreError(f"reading {path} failed: {exc}") from exc
@@ -536,6 +538,12 @@ def _queries(
 def _has_task_path(connection: sqlite3.Connection) -> bool:
     """The writes table has LangGraph's task_path column (savers before it do not)."""
     return any(row[1] == "task_path" for row in connection.execute("PRAGMA table_info(writes)"))
+
+
+def _fold_deferred(records: list[CheckpointRecord], deferred: list[Any], decoder: InertDecoder) -> None:
+    """The writes the compiled value judge left to Python, each added to its record's counts."""
+    for index, task_id, channel, kind, data in deferred:
+        fold_contents(records[index], task_id, channel, kind, data, decoder)
 
 
 def _counted_record(entry: tuple[Any, ...], decoder: InertDecoder) -> CheckpointRecord:
