@@ -16,4 +16,6 @@ export PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-
 .venv/bin/python scripts/fuzz_native.py "$database" "$seconds"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_sqlite_native.py \
   tests/test_deep_proof.py::test_rows_the_scan_hands_over_are_the_rows_read_again \
-  tests/test_deep_proof.py::test_the_deep_scan_proves_from_the_handover
+  tests/test_deep_proof.py::test_the_deep_scan_proves_from_the_handover \
+  tests/test_deep_proof.py::test_the_handover_budget_is_a_threads \
+  tests/test_deep_proof.py::test_the_compiled_reader_refuses_a_query_it_would_misread

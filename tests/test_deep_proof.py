@@ -21,7 +21,7 @@ from deerflow_ckpt.analysis.shape import ShapeSettings
 from deerflow_ckpt.commands.verify_shape import ScanReport, ScanRequest, scan
 from deerflow_ckpt.store.history import open_history
 from deerflow_ckpt.store.messages import StoredMessage
-from deerflow_ckpt.store.records import Shape
+from deerflow_ckpt.store.records import Shape, key_text
 from deerflow_ckpt.store.source import DatabaseChoice, target_from_argument
 from fixtures.dbbuilder import readback
 from tests.conftest import BuiltDatabase
@@ -538,7 +538,8 @@ def _proof_outcome(result: Any) -> tuple[Any, ...]:
 def _handover_copy(built: BuiltDatabase, tmp_path: Path) -> Path:
     """A copy of the SQLite fixture with rows the fixtures lack: a messages write of None, one whose value is
     NULL, a checkpoint the compiled judge leaves to Python (json), a second task's messages write ordered
-    before the first by its task_path, and lineages under BLOB keys (a thread id, a checkpoint id)."""
+    before the first by its task_path, a write under no checkpoint of its lineage, and lineages under BLOB keys
+    (a thread id, a checkpoint id, an empty namespace)."""
     import shutil
 
     copy = tmp_path / "handover.db"
@@ -567,10 +568,19 @@ def _handover_copy(built: BuiltDatabase, tmp_path: Path) -> Path:
         "FROM writes WHERE rowid = ?",
         (donor, rowid),
     )
+    # A write under no checkpoint of its lineage: read again, it is read and left aside; never handed over.
+    connection.execute(
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value) "
+        "SELECT thread_id, checkpoint_ns, 'zzzz-orphan', task_id, task_path, idx, channel, type, value "
+        "FROM writes WHERE rowid = ?",
+        (rowid,),
+    )
     for table in ("checkpoints", "writes"):
         connection.execute(
             f"UPDATE {table} SET thread_id = CAST(thread_id AS BLOB) WHERE thread_id = 'remove-messages-k3'"
         )
+        # An empty BLOB namespace, which the scan reads as '' (as NULL) and the proof cannot find as ''.
+        connection.execute(f"UPDATE {table} SET checkpoint_ns = X'' WHERE thread_id = 'clean-delta-k1'")
         connection.execute(
             f"UPDATE {table} SET checkpoint_id = CAST(checkpoint_id AS BLOB) WHERE thread_id = 'overwrite-node-k10' "
             "AND checkpoint_id = (SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = 'overwrite-node-k10')"
@@ -601,7 +611,7 @@ def test_rows_the_scan_hands_over_are_the_rows_read_again(built_sqlite: BuiltDat
     handed_kinds: set[Any] = set()
     try:
         for lineage, twin in zip(lineages, compared, strict=True):
-            blob_keyed = lineage.thread_id.startswith("x'") or any(
+            blob_keyed = lineage.thread_id in (key_text(b"remove-messages-k3"), "clean-delta-k1") or any(
                 r.checkpoint_id.startswith("x'") for r in lineage.records
             )
             assert (lineage.messages_rows is None) == blob_keyed, lineage.thread_id
@@ -609,7 +619,9 @@ def test_rows_the_scan_hands_over_are_the_rows_read_again(built_sqlite: BuiltDat
             if lineage.messages_rows is None:
                 continue
             storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
+            ids = {r.checkpoint_id for r in lineage.records}
             stored_again, writes_again = (list(rows) for rows in histories._rows_again(lineage, storing))
+            writes_again = [row for row in writes_again if row[0] in ids]  # the ones under its checkpoints
             assert twin.messages_rows is not None
             rows = twin.messages_rows.take()
             assert rows is not None and twin.messages_rows.take() is None  # handed over once
@@ -650,7 +662,83 @@ def test_the_deep_scan_proves_from_the_handover(built_sqlite: BuiltDatabase, mon
     monkeypatch.setattr(history.SqliteLineageHistories, "_rows_again", counted)
     handed = report_of()
     assert read_again == []
-    monkeypatch.setattr(history, "HANDOVER_BUDGET", 4096)
+    monkeypatch.setattr(history, "HANDOVER_BUDGET", 30_000)
     assert report_of() == handed
     lineages = sum(1 for _ in open_history(target_from_argument(built_sqlite.db)).histories())
     assert 0 < len(read_again) < lineages  # some lineages over the small budget, others under it
+
+
+def _handover_cost(rows: tuple[list[Any], list[Any]]) -> int:
+    """What the compiled reader counts of a lineage's handed rows against the budget (_inert_sqlite.c,
+    handed_value): each value's bytes (none past VALUE_LIMIT), a write's task_id and task_path bytes, and
+    HANDED_ROW_COST a row."""
+    from deerflow_ckpt.store.history import HANDED_ROW_COST
+
+    def text(value: str) -> int:
+        return len(value.encode("utf-8", "surrogateescape"))
+
+    stored, writes = rows
+    return sum(HANDED_ROW_COST + (len(row[2]) if row[2] is not None else 0) for row in stored) + sum(
+        HANDED_ROW_COST + text(row[1]) + text(row[2]) + (len(row[5]) if row[5] is not None else 0) for row in writes
+    )
+
+
+def test_the_handover_budget_is_a_threads(built_sqlite: BuiltDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan holds a thread's namespaces until it has read them all, so the budget counts a thread's handed
+    rows: of two namespaces that each fit it alone, not together, the first is handed over and the second read
+    again; the next thread starts a budget of its own."""
+    from deerflow_ckpt.store import history
+    from deerflow_ckpt.store.source import SqliteTarget
+    from deerflow_ckpt.store.sqlite import SqliteCheckpointReader
+
+    target = SqliteTarget(Path(built_sqlite.db))
+    thread = "subgraph-stable-k3"
+    costs: dict[tuple[str, str], int] = {}
+    for lineage in SqliteCheckpointReader(target, messages_rows=True).lineages():
+        rows = lineage.messages_rows.take() if lineage.messages_rows is not None else None
+        assert rows is not None
+        costs[lineage.thread_id, lineage.checkpoint_ns] = _handover_cost(rows)
+    own = [cost for (thread_id, _), cost in costs.items() if thread_id == thread]
+    assert len(own) == 2
+    keys = list(costs)
+    following = keys[max(i for i, key in enumerate(keys) if key[0] == thread) + 1]
+    assert following[0] != thread
+    monkeypatch.setattr(history, "HANDOVER_BUDGET", max(*own, costs[following]))
+    handed = {
+        (lineage.thread_id, lineage.checkpoint_ns): lineage.messages_rows is not None
+        for lineage in SqliteCheckpointReader(target, messages_rows=True).lineages()
+    }
+    assert [handed[key] for key in keys if key[0] == thread] == [True, False]
+    assert handed[following]
+
+
+def test_the_compiled_reader_refuses_a_query_it_would_misread(built_sqlite: BuiltDatabase) -> None:
+    """Handing rows over reads two more columns of the writes query: a query without them is refused at open, as
+    are negative limits and a row's cost past the budget; nothing is read past a query's columns."""
+    from deerflow_ckpt import native
+    from deerflow_ckpt.store import sqlite as sqlite_store
+    from deerflow_ckpt.store.records import CheckpointRecord
+    from deerflow_ckpt.store.selection import ALL_THREADS
+    from deerflow_ckpt.store.source import SqliteTarget
+
+    open_lineages = native.open_lineages
+    assert open_lineages is not None
+    _, uri = sqlite_store.readonly_uri(SqliteTarget(Path(built_sqlite.db)))
+    checkpoints_sql, plain_writes, parameters = sqlite_store._queries(ALL_THREADS, False)
+    _, handover_writes, _ = sqlite_store._queries(
+        ALL_THREADS, False, sqlite_store._HANDOVER_WRITES_SQL, task_path="task_path"
+    )
+
+    def opened(writes_sql: str, *limits: int) -> Any:
+        record = CheckpointRecord
+        return open_lineages(
+            uri, checkpoints_sql, writes_sql, tuple(parameters), sqlite_store._SHAPES_BY_KIND, record, *limits
+        )
+
+    refused = [(plain_writes, (100, 1000, 10)), (handover_writes, ()), (handover_writes, (100, -1, 0))]
+    for writes_sql, limits in [*refused, (handover_writes, (100, 1000, 1001))]:
+        with pytest.raises(ValueError):
+            opened(writes_sql, *limits)
+    stream = opened(handover_writes, 1 << 20, 1 << 30, 10)
+    assert next(stream)[4] is not None  # rows handed over
+    stream.close()

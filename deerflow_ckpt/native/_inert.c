@@ -560,8 +560,8 @@ PyDoc_STRVAR(metadata_summary_doc,
 
 #ifdef INERT_SQLITE
 PyDoc_STRVAR(open_lineages_doc,
-             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_type[, value_limit, budget])\n"
-             "-> LineageStream\n\n"
+             "open_lineages(uri, checkpoints_sql, writes_sql, parameters, shapes, record_type\n"
+             "              [, value_limit, budget, row_cost]) -> LineageStream\n\n"
              "Open `uri` read-only in one read transaction and stream its lineages as\n"
              "(thread_id, checkpoint_ns, records, deferred_writes, handover); with a budget, handover holds the rows\n"
              "the deep proof reads (None past the budget); see _inert_sqlite.c.");

@@ -29,6 +29,7 @@ def open_lineages(
     record_type: type,
     value_limit: int = 0,
     budget: int = 0,
+    row_cost: int = 0,
     /,
 ) -> LineageStream: ...
 

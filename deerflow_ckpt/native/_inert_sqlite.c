@@ -13,8 +13,8 @@
    (store/history.py): each stored messages value's checkpoint and each `messages` write, as that reader
    selects them, within a budget of bytes per thread (the scan holds a thread's lineages until it has read
    them all), past which the proof reads the rest of the thread again itself. Only lineages whose keys and
-   checkpoint ids are TEXT are handed over: those are the ones the proof finds again by key, so handed over
-   or read again, the proof sees the same rows.
+   checkpoint ids are TEXT (a namespace may be NULL) are handed over: those are the ones the proof finds again
+   by key, so handed over or read again, the proof sees the same rows.
 
    Built only where libsqlite3's header is found (setup.py); tests/test_sqlite_native.py compares the
    records with the Python reader's on every fixture. */
@@ -83,16 +83,13 @@ typedef struct {
     unsigned long rows;
     /* The handover to the deep proof (budget 0: none asked): a value past value_limit goes as None and its
        size; a lineage whose rows would take the thread's handover past budget is handed as None, and the proof
-       reads it again. `handed_bytes` is the thread's so far (values, keys and HANDED_ROW_COST a row). */
-    Py_ssize_t value_limit, budget, handed_bytes;
+       reads it again. `handed_bytes` is the thread's so far (values, keys and row_cost a row). */
+    Py_ssize_t value_limit, budget, row_cost, handed_bytes;
     PyObject *stored, *message_writes; /* this lineage's handover so far; NULL once dropped */
     unsigned char *budget_thread;      /* the thread the budget is counting */
     size_t budget_thread_size, budget_thread_capacity;
     int budget_thread_type;
 } Stream;
-
-/* What a handed row costs besides its value and keys: its tuple, the objects in it, the list's slot. */
-#define HANDED_ROW_COST 256
 
 static int read_failed(Stream *s, int code) {
     PyErr_Format(ReadError, "%s", code == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(s->db));
@@ -306,7 +303,7 @@ static void drop_handover(Stream *s) {
 static int handed_value(Stream *s, int has_data, const unsigned char *bytes, size_t size, PyObject *object,
                         size_t keys, PyObject **value, PyObject **length) {
     size_t kept = has_data && size <= (size_t)s->value_limit ? size : 0;
-    size_t cost = kept + keys + HANDED_ROW_COST;
+    size_t cost = kept + keys + (size_t)s->row_cost;
     if (cost > (size_t)(s->budget - s->handed_bytes)) {
         drop_handover(s); /* before a copy is made: the proof reads the lineage again, one row at a time */
         return 1;
@@ -386,8 +383,10 @@ static int add_checkpoint(Stream *s, PyObject *thread, PyObject *ns) {
     entry->id_size = id.size;
     memcpy(s->arena + s->arena_size, id.bytes, id.size);
     s->arena_size += id.size;
-    /* A key the proof could not find again by its text: read again, the lineage is what it proves. */
-    if (id.type != SQLITE_TEXT && s->stored != NULL) drop_handover(s);
+    /* A key the proof could not find again by its text (a checkpoint id, or a namespace read as '' that is an
+       empty BLOB): read again, the lineage is what it proves. */
+    if (s->stored != NULL && (id.type != SQLITE_TEXT || sqlite3_column_type(st, CK_NS) == SQLITE_BLOB))
+        drop_handover(s);
     entry->fields = clean_fields(s, thread, ns);
     if (entry->fields != NULL) {
         entry->clean = 1;
@@ -456,6 +455,9 @@ static int write_keys(sqlite3_stmt *st, WriteKeys *keys) {
 static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
     sqlite3_stmt *st = s->writes;
     Key checkpoint = keys->checkpoint, task = keys->task, channel = keys->channel, kind = keys->kind;
+    /* Keys the proof would match by their text, or not at all, where this reader matches stored bytes. */
+    if (s->message_writes != NULL && (checkpoint.type != SQLITE_TEXT || sqlite3_column_type(st, WR_NS) == SQLITE_BLOB))
+        drop_handover(s);
     size_t slot = *slot_for(s, &checkpoint);
     if (slot == 0) return 0; /* a write of a checkpoint this lineage does not have */
     Entry *entry = &s->entries[slot - 1];
@@ -746,11 +748,12 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     (void)module;
     const char *uri, *checkpoints_sql, *writes_sql;
     PyObject *parameters, *shapes, *record_type;
-    Py_ssize_t value_limit = 0, budget = 0;
-    if (!PyArg_ParseTuple(args, "sssO!O!O!|nn", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
-                          &PyTuple_Type, &shapes, &PyType_Type, &record_type, &value_limit, &budget))
+    Py_ssize_t value_limit = 0, budget = 0, row_cost = 0;
+    if (!PyArg_ParseTuple(args, "sssO!O!O!|nnn", &uri, &checkpoints_sql, &writes_sql, &PyTuple_Type, &parameters,
+                          &PyTuple_Type, &shapes, &PyType_Type, &record_type, &value_limit, &budget, &row_cost))
         return NULL;
-    if (value_limit < 0 || budget < 0) return PyErr_Format(PyExc_ValueError, "limits must not be negative");
+    if (value_limit < 0 || budget < 0 || row_cost < 0 || row_cost > budget)
+        return PyErr_Format(PyExc_ValueError, "limits must not be negative, nor a row's cost past the budget");
     if (PyTuple_GET_SIZE(shapes) != 4) return PyErr_Format(PyExc_ValueError, "four shapes are needed");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parameters); i++)
         if (!PyUnicode_Check(PyTuple_GET_ITEM(parameters, i)) && !PyBytes_Check(PyTuple_GET_ITEM(parameters, i)))
@@ -762,6 +765,7 @@ PyObject *inert_open_lineages(PyObject *module, PyObject *args) {
     s->record_type = Py_NewRef(record_type);
     s->value_limit = value_limit;
     s->budget = budget;
+    s->row_cost = row_cost;
     /* NOMUTEX: only the thread holding the GIL ever uses this connection, so SQLite's own locking is waste. */
     /* Through the read-ahead layer (_readahead.c) where it could be registered, else the default VFS. */
     const char *vfs = inert_readahead_vfs();

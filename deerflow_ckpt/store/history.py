@@ -40,9 +40,13 @@ from deerflow_ckpt.store.writes import MESSAGES_CHANNEL
 # message new to the lineage taken from it), so one value never costs the proof much more than 192 MiB.
 VALUE_LIMIT = 64 << 20
 # What the compiled SQLite reader holds of one thread's rows to hand them over (Lineage.messages_rows): their
-# bytes and a cost a row. The scan holds a thread's lineages until it has read them all, so the budget is the
-# thread's; a lineage past it is read again by the proof, one row at a time.
+# bytes, and HANDED_ROW_COST a row. The scan holds a thread's lineages until it has read them all (and the next
+# thread's first before it hands the thread on), so the budget is the thread's, and at most two are held; a
+# lineage past it is read again by the proof, one row at a time. 0: nothing is handed over.
 HANDOVER_BUDGET = 32 << 20
+# A handed row's objects besides its value and key text: a write's tuple, its strings' and ints' headers, the
+# list's slot (measured with sys.getsizeof: about 320 bytes a write, 200 a stored row).
+HANDED_ROW_COST = 384
 
 
 def _sqlite_value(column: str) -> str:
@@ -262,7 +266,9 @@ class SqliteLineageHistories:
             ids, array = key_in("checkpoint_id", "?", storing)
             stored = self._connection.execute(_LINEAGE_STORED.format(lineage=condition, ids=ids), (*key, array))
         writes_sql = _LINEAGE_WRITES.format(lineage=condition, task_path=self._task_path)
-        return stored, self._connection.execute(writes_sql, key)
+        # Run once the stored rows are read: sqlite3 reads a first row as it executes, which is not held
+        # beside the stored lists.
+        return stored, _executed_later(self._connection, writes_sql, key)
 
 
 def _take_stored(
@@ -288,6 +294,10 @@ def _take_writes(
         if checkpoint is not None:
             found[checkpoint.checkpoint_id] = max(found.get(checkpoint.checkpoint_id, 0), 0) + 1
             _add_write(checkpoint, row[1:], has_path, cache)
+
+
+def _executed_later(connection: Any, sql: str, parameters: list[Any]) -> Iterator[Any]:
+    yield from connection.execute(sql, parameters)
 
 
 _END = object()

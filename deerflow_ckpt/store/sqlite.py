@@ -432,14 +432,16 @@ class SqliteCheckpointReader:
         assert open_lineages is not None
         limits: tuple[int, ...] = ()
         if self.messages_rows:
-            from deerflow_ckpt.store.history import HANDOVER_BUDGET, VALUE_LIMIT
+            from deerflow_ckpt.store import history  # the proof's module, loaded for --deep only
 
+            limits = (history.VALUE_LIMIT, history.HANDOVER_BUDGET, history.HANDED_ROW_COST)
+        if limits and history.HANDOVER_BUDGET > 0:
             column = "task_path" if task_path else "''"
             checkpoints_sql, writes_sql, parameters = _queries(
                 selection, nullable, _HANDOVER_WRITES_SQL, task_path=column
             )
-            limits = (VALUE_LIMIT, HANDOVER_BUDGET)
         else:
+            limits = ()
             checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
         decoder = self.decoder
         try:
