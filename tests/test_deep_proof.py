@@ -535,6 +535,10 @@ def _proof_outcome(result: Any) -> tuple[Any, ...]:
             [(f.checkpoint_id, f.message) for f in result.findings])  # fmt: skip
 
 
+# The threads of _handover_copy with a key stored as a BLOB (a thread id, a namespace, a messages write's keys).
+BLOB_KEYED = (key_text(b"remove-messages-k3"), "clean-delta-k1", "update-state-existing-k3", "interrupt-regenerate-k3")
+
+
 def _handover_copy(built: BuiltDatabase, tmp_path: Path) -> Path:
     """A copy of the SQLite fixture with rows the fixtures lack: a messages write of None, one whose value is
     NULL, a checkpoint the compiled judge leaves to Python (json), a second task's messages write ordered
@@ -585,6 +589,16 @@ def _handover_copy(built: BuiltDatabase, tmp_path: Path) -> Path:
             f"UPDATE {table} SET checkpoint_id = CAST(checkpoint_id AS BLOB) WHERE thread_id = 'overwrite-node-k10' "
             "AND checkpoint_id = (SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = 'overwrite-node-k10')"
         )
+    # Keys of one messages write alone (its checkpoint's row keeps them as text): a BLOB checkpoint id, an empty
+    # BLOB namespace. A write of another channel under a BLOB id, which the proof never reads, hands over as before.
+    (rowid,) = connection.execute(messages_write, ("update-state-existing-k3", 2)).fetchone()
+    connection.execute("UPDATE writes SET checkpoint_id = CAST(checkpoint_id AS BLOB) WHERE rowid = ?", (rowid,))
+    (rowid,) = connection.execute(messages_write, ("interrupt-regenerate-k3", 2)).fetchone()
+    connection.execute("UPDATE writes SET checkpoint_ns = X'' WHERE rowid = ?", (rowid,))
+    connection.execute(
+        "UPDATE writes SET checkpoint_id = CAST(checkpoint_id AS BLOB) WHERE rowid = (SELECT rowid FROM writes "
+        "WHERE thread_id = 'clean-delta-post-k3' AND channel = 'post_turns' LIMIT 1)"
+    )
     connection.commit()
     connection.close()
     return copy
@@ -611,7 +625,7 @@ def test_rows_the_scan_hands_over_are_the_rows_read_again(built_sqlite: BuiltDat
     handed_kinds: set[Any] = set()
     try:
         for lineage, twin in zip(lineages, compared, strict=True):
-            blob_keyed = lineage.thread_id in (key_text(b"remove-messages-k3"), "clean-delta-k1") or any(
+            blob_keyed = lineage.thread_id in BLOB_KEYED or any(
                 r.checkpoint_id.startswith("x'") for r in lineage.records
             )
             assert (lineage.messages_rows is None) == blob_keyed, lineage.thread_id
@@ -703,13 +717,20 @@ def test_the_handover_budget_is_a_threads(built_sqlite: BuiltDatabase, monkeypat
     keys = list(costs)
     following = keys[max(i for i, key in enumerate(keys) if key[0] == thread) + 1]
     assert following[0] != thread
-    monkeypatch.setattr(history, "HANDOVER_BUDGET", max(*own, costs[following]))
-    handed = {
-        (lineage.thread_id, lineage.checkpoint_ns): lineage.messages_rows is not None
-        for lineage in SqliteCheckpointReader(target, messages_rows=True).lineages()
-    }
+
+    def handed_with(budget: int) -> dict[tuple[str, str], bool]:
+        monkeypatch.setattr(history, "HANDOVER_BUDGET", budget)
+        return {
+            (lineage.thread_id, lineage.checkpoint_ns): lineage.messages_rows is not None
+            for lineage in SqliteCheckpointReader(target, messages_rows=True).lineages()
+        }
+
+    handed = handed_with(max(*own, costs[following]))
     assert [handed[key] for key in keys if key[0] == thread] == [True, False]
     assert handed[following]
+    # The reader counts what _handover_cost counts, to the byte.
+    first = keys[0]
+    assert handed_with(costs[first])[first] and not handed_with(costs[first] - 1)[first]
 
 
 def test_the_compiled_reader_refuses_a_query_it_would_misread(built_sqlite: BuiltDatabase) -> None:

@@ -455,8 +455,10 @@ static int write_keys(sqlite3_stmt *st, WriteKeys *keys) {
 static int fold_write(Stream *s, const WriteKeys *keys, PyObject *deferred) {
     sqlite3_stmt *st = s->writes;
     Key checkpoint = keys->checkpoint, task = keys->task, channel = keys->channel, kind = keys->kind;
-    /* Keys the proof would match by their text, or not at all, where this reader matches stored bytes. */
-    if (s->message_writes != NULL && (checkpoint.type != SQLITE_TEXT || sqlite3_column_type(st, WR_NS) == SQLITE_BLOB))
+    /* A messages write under keys the proof would match by their text, or not at all, where this reader matches
+       stored bytes. */
+    if (s->message_writes != NULL && is_text(&channel, "messages", 8) &&
+        (checkpoint.type != SQLITE_TEXT || sqlite3_column_type(st, WR_NS) == SQLITE_BLOB))
         drop_handover(s);
     size_t slot = *slot_for(s, &checkpoint);
     if (slot == 0) return 0; /* a write of a checkpoint this lineage does not have */

@@ -434,14 +434,14 @@ class SqliteCheckpointReader:
         if self.messages_rows:
             from deerflow_ckpt.store import history  # the proof's module, loaded for --deep only
 
-            limits = (history.VALUE_LIMIT, history.HANDOVER_BUDGET, history.HANDED_ROW_COST)
-        if limits and history.HANDOVER_BUDGET > 0:
+            if history.HANDOVER_BUDGET > 0:
+                limits = (history.VALUE_LIMIT, history.HANDOVER_BUDGET, history.HANDED_ROW_COST)
+        if limits:
             column = "task_path" if task_path else "''"
             checkpoints_sql, writes_sql, parameters = _queries(
                 selection, nullable, _HANDOVER_WRITES_SQL, task_path=column
             )
         else:
-            limits = ()
             checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
         decoder = self.decoder
         try:
