@@ -165,10 +165,10 @@ def _collect_share(
     on_checkpoints: Callable[[int], None] | None,
 ) -> _Share:
     # SQLite: the deep proof runs beside the scan, lineage by lineage, from the rows it just read.
-    proved_beside = target if settings.deep and isinstance(target, SqliteTarget) else None
-    reader, backend = open_reader(target, sizes=False, messages_rows=proved_beside is not None)
+    proved_here = target if settings.deep and isinstance(target, SqliteTarget) else None
+    reader, backend = open_reader(target, sizes=False, messages_rows=proved_here is not None)
     share = _Share()
-    beside = _lineage_prover(proved_beside) if proved_beside is not None else None
+    beside = _lineage_prover(proved_here) if proved_here is not None else None
     if beside is not None:
         from deerflow_ckpt.analysis.replay import ProofSummary
 

@@ -164,12 +164,11 @@ class SqliteHistoryReader:
     def histories(self, selection: ThreadSelection = ALL_THREADS) -> Iterator[LineageHistory]:
         import sqlite3
 
-        from deerflow_ckpt.store.sqlite import connect_readonly, thread_ids_nullable
+        from deerflow_ckpt.store.sqlite import connect_readonly, has_task_path, thread_ids_nullable
 
         connection = connect_readonly(self.target)
         try:
-            columns = {row[1] for row in connection.execute("PRAGMA table_info(writes)")}
-            has_path = "task_path" in columns
+            has_path = has_task_path(connection)
             nullable = thread_ids_nullable(connection)
             clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
             where = "WHERE " + " AND ".join(clauses) if clauses else ""
@@ -219,7 +218,7 @@ class SqliteLineageHistories:
     def __init__(self, target: SqliteTarget) -> None:
         import sqlite3
 
-        from deerflow_ckpt.store.sqlite import connect_readonly
+        from deerflow_ckpt.store.sqlite import connect_readonly, has_task_path
 
         self.target = target
         # Through the read-ahead layer: the stored lists read again are long runs of overflow pages.
@@ -227,11 +226,10 @@ class SqliteLineageHistories:
         try:
             self._connection.execute("BEGIN")
             self._connection.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchall()
-            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(writes)")}
+            self._has_path = has_task_path(self._connection)
         except sqlite3.Error as exc:
             self._connection.close()
             raise StoreError(f"reading {target.describe()} failed: {exc}") from None
-        self._has_path = "task_path" in columns
         self._task_path = "task_path" if self._has_path else "''"
 
     def close(self) -> None:
@@ -243,6 +241,7 @@ class SqliteLineageHistories:
         checkpoints = [HistoryCheckpoint(r.checkpoint_id, r.parent_id, r.source, r.step) for r in lineage.records]
         by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
         storing = [r.checkpoint_id for r in lineage.records if r.messages is not Shape.ABSENT]
+        storing_ids = set(storing)
         budget = _Budget()
         found: dict[str, int] = {}
         handed = lineage.messages_rows.take() if lineage.messages_rows is not None else None
@@ -250,11 +249,11 @@ class SqliteLineageHistories:
             stored_rows, write_rows = (
                 (_drained(handed[0]), _drained(handed[1])) if handed is not None else self._rows_again(lineage, storing)
             )
-            _take_stored(stored_rows, by_id, set(storing), found, budget)
+            _take_stored(stored_rows, by_id, storing_ids, found, budget)
             _take_writes(write_rows, by_id, found, self._has_path, budget.cache)
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self.target.describe()} failed: {exc}") from None
-        _check_read_again(lineage, by_id, set(storing), found)
+        _check_read_again(lineage, by_id, storing_ids, found)
         return LineageHistory(lineage.thread_id, lineage.checkpoint_ns, checkpoints, budget.cache)
 
     def _rows_again(self, lineage: Lineage, storing: list[str]) -> tuple[Iterator[Any], Iterator[Any]]:

@@ -347,7 +347,7 @@ class SqliteCheckpointReader:
         try:
             nullable = thread_ids_nullable(connection)
             if self._fits_compiled() and keys_are_text(connection):
-                task_path = self.messages_rows and _has_task_path(connection)
+                task_path = self.messages_rows and has_task_path(connection)
                 connection.close()
                 yield from self._stream_compiled(path, uri, selection, nullable, task_path)
                 return
@@ -537,7 +537,7 @@ def _queries(
     return _CHECKPOINTS_SQL.format(where=where), writes_sql.format(and_where=and_where, **parts), parameters
 
 
-def _has_task_path(connection: sqlite3.Connection) -> bool:
+def has_task_path(connection: sqlite3.Connection) -> bool:
     """The writes table has LangGraph's task_path column (savers before it do not)."""
     return any(row[1] == "task_path" for row in connection.execute("PRAGMA table_info(writes)"))
 
