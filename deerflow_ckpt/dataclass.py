@@ -1,16 +1,28 @@
-"""ckpt's `dataclass`: the standard library's, with `__repr__`, `__eq__` and `__hash__` shared instead of compiled.
+"""ckpt's `dataclass`: the standard library's fields, with ckpt's own methods instead of compiled ones where it can.
 
-`dataclasses.dataclass` writes each method it adds as source text and compiles it with its own `exec`: a frozen
-class costs about 0.45 ms (Python 3.11 to 3.13 alike), and the 55 classes a `verify-shape` run imports cost
-about 29 ms of its start-up, a tenth of a 45,000-checkpoint store's whole run. Here the standard library still
-writes `__init__` (which runs for every instance) and a frozen class's `__setattr__` and `__delattr__`; the other
-three are one function each, made from a tuple of the class's field names, which takes a third off a frozen
-class and half off another. They behave as the standard library's do, for the options ckpt uses
-(`tests/test_dataclass.py` holds them side by side, on Python 3.11, 3.12 and 3.13): the same repr text (`...`
-where it recurs); equality only with the same class, then by the compared fields in order (as tuples before
-Python 3.13; from it, after an identity test, as `a == a' and b == b' and ...`); the same hash action
-(`__hash__` of the hashed fields for frozen classes, None for the others, a `__hash__` of the class's own kept).
-Only `__dataclass_params__` tells the difference: it records repr and eq as False.
+`dataclasses.dataclass` writes each method it adds as source text and compiles it with its own `exec`: for the 56
+classes of ckpt's a `verify-shape` run imports, 159 methods, most of a fifth of the run's start-up instructions on a
+small store (`valgrind --tool=callgrind`, docs/architecture.md). Here the standard library only collects the fields
+(and makes the slots); then:
+
+- `__repr__`, `__eq__`, `__hash__`, and a frozen class's `__setattr__`, `__delattr__` (and, with slots, its
+  `__getstate__`, `__setstate__`) are one function each, made from the class and a tuple of its field names;
+- `__init__` is still compiled, as it runs for every instance, but only when the class is first instantiated: a
+  run builds about half the classes it imports (33 on a clean store).
+
+A class over a base the standard library froze itself (typer's `RuntimeParam`) is left to the standard library but
+for the first three methods.
+
+They behave as the standard library's do, for the options ckpt uses (`tests/test_dataclass.py` holds them side by
+side, on Python 3.11, 3.12 and 3.13): the same repr text (`...` where it recurs); equality only with the same class,
+then by the compared fields in order (as tuples before Python 3.13; from it, after an identity test, as
+`a == a' and b == b' and ...`); the same hash action (`__hash__` of the hashed fields for frozen classes, None for the
+others, a `__hash__` of the class's own kept); the same `__init__` signature, defaults, factories, `init=False`
+fields, keyword-only fields and `__post_init__` call; `FrozenInstanceError` on a frozen field's assignment or
+deletion; the same class-creation errors (a field without a default after one with, a frozen class over a non-frozen
+one or the reverse, a frozen class's own `__setattr__`). Two things tell the difference: `__dataclass_params__`
+records init, repr, eq and frozen as False, and `inspect.signature` of a class not yet instantiated shows
+`(*args, **kwargs)`. InitVar fields are refused (ckpt has none).
 """
 
 from __future__ import annotations
@@ -20,17 +32,21 @@ import dataclasses
 import sys
 from _thread import get_ident
 from collections.abc import Callable
-from dataclasses import field, fields, replace
+from dataclasses import MISSING, FrozenInstanceError, field, fields, replace
 from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = ["dataclass", "field", "fields", "replace"]
 
 Cls = TypeVar("Cls", bound=type)
-# The options passed on to the standard library as given; repr and eq are taken here.
-_PASSED_ON = frozenset({"init", "frozen", "kw_only", "slots", "match_args", "weakref_slot"})
+# The options passed on to the standard library as given; init, repr, eq and frozen are taken here.
+_PASSED_ON = frozenset({"kw_only", "slots", "match_args", "weakref_slot"})
 # (id of the instance, thread) for each repr running: a field that leads back to it shows as "...".
 _REPR_RUNNING: set[tuple[int, int]] = set()
+# The frozen classes made here (the standard library's record of them says False).
+_FROZEN: set[type] = set()
+# A factory field's default in a compiled __init__: "not given, call the factory".
+_HAS_FACTORY = object()
 
 
 @overload
@@ -38,35 +54,43 @@ def dataclass(cls: Cls, /) -> Cls: ...
 
 
 @overload
-def dataclass(*, repr: bool = True, eq: bool = True, **options: Any) -> Callable[[Cls], Cls]: ...
+def dataclass(
+    *, init: bool = True, repr: bool = True, eq: bool = True, frozen: bool = False, **options: Any
+) -> Callable[[Cls], Cls]: ...
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
-def dataclass(cls: Any = None, /, *, repr: bool = True, eq: bool = True, **options: Any) -> Any:
-    """`dataclasses.dataclass(cls, **options)`, its `__repr__`, `__eq__` and `__hash__` the shared ones."""
+def dataclass(
+    cls: Any = None, /, *, init: bool = True, repr: bool = True, eq: bool = True, frozen: bool = False, **options: Any
+) -> Any:
+    """`dataclasses.dataclass(cls, **options)`, with the methods described above."""
     unknown = set(options) - _PASSED_ON
     if unknown:  # order and unsafe_hash are not used in ckpt: the standard library's then, not a copy here
         raise TypeError(f"deerflow_ckpt.dataclass does not take {', '.join(sorted(unknown))}")
 
     def wrap(cls: Any) -> Any:
         # Read before the standard library touches the class: a __hash__ (or __eq__) of the class's own.
-        class_hash = cls.__dict__.get("__hash__", dataclasses.MISSING)
-        explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in cls.__dict__))
-        own = {name for name in ("__repr__", "__eq__") if name in cls.__dict__}
-        made = dataclasses.dataclass(cls, repr=False, eq=False, **options)
+        class_hash = cls.__dict__.get("__hash__", MISSING)
+        explicit_hash = not (class_hash is MISSING or (class_hash is None and "__eq__" in cls.__dict__))
+        own = {name for name in ("__init__", "__repr__", "__eq__", "__getstate__", "__setstate__") if name in vars(cls)}
+        if _over_standard_frozen(cls):
+            # A base the standard library froze itself (typer's RuntimeParam): its inheritance rule reads its own flag.
+            made = dataclasses.dataclass(cls, init=init, repr=False, eq=False, frozen=frozen, **options)
+        else:
+            made = _with_own_init_and_frozen(cls, init, frozen, own, options)
         described = fields(made)
         if repr and "__repr__" not in own:
             _add(made, _repr_of(tuple(f.name for f in described if f.repr)))
         if eq:
             if "__eq__" not in own:
                 _add(made, _eq_of(tuple(f.name for f in described if f.compare)))
-            if not explicit_hash and not options.get("frozen"):
+            if not explicit_hash and not frozen:
                 made.__hash__ = None  # equal by value, mutable: unhashable, as the standard library makes it
             elif not explicit_hash:
                 hashed = tuple(f.name for f in described if (f.compare if f.hash is None else f.hash))
                 _add(made, _hash_of(_values_of(hashed)))
-        # An abstract __repr__ or __eq__ of a base class is now implemented (the standard library checks this
-        # after it adds its methods; they were not there yet).
+        # An abstract method of a base class is now implemented (the standard library checks this after it adds its
+        # methods; they were not there yet).
         return abc.update_abstractmethods(made)
 
     return wrap if cls is None else wrap(cls)
@@ -75,6 +99,109 @@ def dataclass(cls: Any = None, /, *, repr: bool = True, eq: bool = True, **optio
 def _add(cls: Any, method: Callable[..., Any]) -> None:
     method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"  # as tracebacks name the standard ones
     setattr(cls, method.__name__, method)
+
+
+def _over_standard_frozen(cls: Any) -> bool:
+    return any(getattr(base, "__dataclass_params__", None) and base.__dataclass_params__.frozen for base in cls.__mro__)
+
+
+def _with_own_init_and_frozen(cls: Any, init: bool, frozen: bool, own: set[str], options: dict[str, Any]) -> Any:
+    """The standard library's fields and slots, then the lazily compiled __init__ and the shared frozen methods."""
+    if frozen:
+        for name in ("__setattr__", "__delattr__"):
+            if name in vars(cls):
+                raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=False, **options)
+    _check_frozen_bases(made, frozen)
+    described = fields(made)
+    if any(_is_init_var(f) for f in vars(made)["__dataclass_fields__"].values()):
+        raise TypeError("deerflow_ckpt.dataclass does not take InitVar fields")
+    if init and "__init__" not in own:
+        _check_default_order(described)
+        _add(made, _init_on_first_call(made, frozen, hasattr(made, "__post_init__")))
+    if frozen:
+        _FROZEN.add(made)
+        names = frozenset(f.name for f in described)
+        _add(made, _frozen_setattr(made, names))
+        _add(made, _frozen_delattr(made, names))
+        if options.get("slots"):  # pickle and copy set a frozen slotted instance's fields through these
+            if "__getstate__" not in own:
+                made.__getstate__ = _frozen_getstate
+            if "__setstate__" not in own:
+                made.__setstate__ = _frozen_setstate
+    return made
+
+
+def _check_frozen_bases(cls: Any, frozen: bool) -> None:
+    """The standard library's rule: a frozen dataclass only over frozen ones, a non-frozen one only over non-frozen."""
+    bases = [base for base in cls.__mro__[1:] if hasattr(base, "__dataclass_fields__")]
+    if not bases:
+        return
+    any_frozen = any(base in _FROZEN or base.__dataclass_params__.frozen for base in bases)
+    if any_frozen and not frozen:
+        raise TypeError("cannot inherit non-frozen dataclass from a frozen one")
+    if frozen and not any_frozen:
+        raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
+
+
+def _check_default_order(described: tuple[dataclasses.Field[Any], ...]) -> None:
+    """The standard library's rule for positional parameters, checked when the class is made, as it checks it."""
+    seen: dataclasses.Field[Any] | None = None
+    for f in described:
+        if not f.init or f.kw_only:
+            continue
+        if f.default is not MISSING or f.default_factory is not MISSING:
+            seen = f
+        elif seen is not None:
+            after = f" {seen.name!r}" if sys.version_info >= (3, 13) else ""
+            raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
+
+
+def _init_on_first_call(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        compiled = _compiled_init(cls, frozen, post_init)
+        _add(cls, compiled)
+        compiled(self, *args, **kwargs)
+
+    return __init__
+
+
+def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
+    """The class's __init__, as the standard library writes it: parameters for the init fields (keyword-only ones
+    after `*`), a factory called where its field was not given, `init=False` fields set from their factory (or, with
+    slots, their default), frozen fields set through object.__setattr__, then __post_init__."""
+    described = fields(cls)
+    this = "__dataclass_self__" if any(f.name == "self" for f in described) else "self"
+    names: dict[str, Any] = {"__dataclass_HAS_FACTORY__": _HAS_FACTORY, "__dataclass_setattr__": object.__setattr__}
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
+    slots = "__slots__" in vars(cls)
+    for f in described:
+        default = f"__dataclass_dflt_{f.name}__"
+        if f.default_factory is not MISSING:
+            names[default] = f.default_factory
+            value = f"{default}() if {f.name} is __dataclass_HAS_FACTORY__ else {f.name}" if f.init else f"{default}()"
+            parameter = f"{f.name}=__dataclass_HAS_FACTORY__"
+        elif f.default is not MISSING:
+            names[default] = f.default
+            value, parameter = (f.name, f"{f.name}={default}") if f.init else (default, "")
+            if not f.init and not slots:
+                continue  # read from the class attribute that holds the default, as the standard library leaves it
+        else:
+            if not f.init:
+                continue
+            value, parameter = f.name, f.name
+        if f.init:
+            (keyword if f.kw_only else positional).append(parameter)
+        body.append(f"__dataclass_setattr__({this}, {f.name!r}, {value})" if frozen else f"{this}.{f.name} = {value}")
+    if post_init:
+        body.append(f"{this}.__post_init__()")
+    parameters = [this, *positional, *(["*", *keyword] if keyword else [])]
+    lines = "\n".join(f" {line}" for line in body or ["pass"])
+    exec(f"def __init__({', '.join(parameters)}):\n{lines}\n", names)
+    compiled: Callable[..., None] = names["__init__"]
+    return compiled
 
 
 def _values_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -139,3 +266,39 @@ def _hash_of(values: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
         return hash(values(self))
 
     return __hash__
+
+
+def _frozen_setattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    return __setattr__
+
+
+def _frozen_delattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str], None]:
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return __delattr__
+
+
+def _frozen_getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in fields(self)]
+
+
+def _frozen_setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(fields(self), state, strict=False):
+        object.__setattr__(self, f.name, value)  # the class is frozen
+
+
+def _is_init_var(f: dataclasses.Field[Any]) -> bool:
+    """An InitVar pseudo-field, its annotation evaluated or (under `from __future__ import annotations`) text."""
+    return (
+        isinstance(f.type, dataclasses.InitVar)
+        or f.type is dataclasses.InitVar
+        or (isinstance(f.type, str) and "InitVar" in f.type)
+    )

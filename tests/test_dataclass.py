@@ -245,3 +245,157 @@ def test_the_package_declares_its_dataclasses_through_deerflow_ckpt_dataclass() 
             if named:
                 direct.append(f"{source.relative_to(package)}:{node.lineno}")
     assert direct == []
+
+
+def _init_shapes(decorator: Callable[..., Any], options: dict[str, Any]) -> list[type]:
+    """Classes whose __init__ does each thing the standard library's does."""
+
+    @decorator(**options)
+    class Built:
+        x: int
+        tags: list[str] = dataclasses.field(default_factory=list)
+        y: float = 1.5
+        cache: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
+        note: str = dataclasses.field(default="n", init=False)
+        later: int = dataclasses.field(default=0, kw_only=True)
+        must: int = dataclasses.field(kw_only=True, default=-1)
+
+    @decorator(**options)
+    class Posted:
+        x: int
+        doubled: int = dataclasses.field(init=False, default=0)
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "doubled", self.x * 2)
+
+    @decorator(**options)
+    class Selfish:
+        self: int
+        other: int = 2
+
+    return [Built, Posted, Selfish]
+
+
+def _calls(cls: type) -> list[Any]:
+    """What each way of calling the class makes, or the error it raises (its text as the standard library's)."""
+    name = cls.__name__
+    arguments: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
+        "Built": [((1,), {}), ((1, ["a"], 2.0), {"later": 3, "must": 4}), ((), {}), ((1, [], 2.0, 9), {})],
+        "Posted": [((4,), {}), ((), {"x": 5}), ((1, 2), {})],
+        "Selfish": [((1,), {}), ((), {"self": 3, "other": 4})],
+    }
+    made: list[Any] = []
+    for args, kwargs in arguments[name]:
+        try:
+            instance = cls(*args, **kwargs)
+        except TypeError as exc:
+            made.append(f"TypeError: {str(exc).replace(cls.__qualname__, 'C')}")
+            continue
+        values = {f.name: getattr(instance, f.name) for f in dataclasses.fields(cls)}
+        made.append(values)
+        if name == "Built":  # a factory's value is made for each instance
+            made.append(cls(1).tags is not cls(1).tags)
+    return made
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda options: ",".join(options) or "default")
+def test_init_behaves_as_the_standard_librarys(options: dict[str, Any]) -> None:
+    standard = [_calls(cls) for cls in _init_shapes(dataclasses.dataclass, options)]
+    assert [_calls(cls) for cls in _init_shapes(ours.dataclass, options)] == standard
+
+
+def _class_errors(decorator: Callable[..., Any]) -> list[str]:
+    """The errors the standard library raises while it makes a class, with their text."""
+    attempts: list[Callable[[], Any]] = []
+
+    def default_then_none() -> Any:
+        @decorator
+        class Bad:
+            x: int = 0
+            y: int
+
+    def frozen_over_mutable() -> Any:
+        @decorator
+        class Base:
+            x: int
+
+        @decorator(frozen=True)
+        class Child(Base):
+            pass
+
+    def mutable_over_frozen() -> Any:
+        @decorator(frozen=True)
+        class Base:
+            x: int
+
+        @decorator
+        class Child(Base):
+            pass
+
+    def own_setattr_frozen() -> Any:
+        @decorator(frozen=True)
+        class Own:
+            x: int
+
+            def __setattr__(self, name: str, value: Any) -> None:
+                pass
+
+    attempts += [default_then_none, frozen_over_mutable, mutable_over_frozen, own_setattr_frozen]
+    seen = []
+    for attempt in attempts:
+        try:
+            attempt()
+            seen.append("made")
+        except TypeError as exc:
+            seen.append(f"TypeError: {exc}")
+    return seen
+
+
+def test_a_class_is_refused_as_the_standard_library_refuses_it() -> None:
+    assert _class_errors(ours.dataclass) == _class_errors(dataclasses.dataclass)
+
+
+def _over_a_standard_frozen_class(decorator: Callable[..., Any]) -> list[Any]:
+    @dataclasses.dataclass(frozen=True)
+    class Standard:
+        x: int
+
+    @decorator(frozen=True)
+    class Child(Standard):
+        y: int = 2
+
+    child = Child(1)  # type: ignore[call-arg]
+    try:
+        child.y = 3
+        assigned = "assigned"
+    except dataclasses.FrozenInstanceError as exc:
+        assigned = str(exc)
+    return [repr(child).rsplit(".", 1)[-1], child == Child(1), hash(child) == hash(Child(1)), assigned]  # type: ignore[call-arg]
+
+
+def test_a_frozen_class_over_the_standard_librarys_frozen_one() -> None:
+    """typer's RuntimeParam is frozen by the standard library itself: cli/params.py's _DirectParam is made over it."""
+    assert _over_a_standard_frozen_class(ours.dataclass) == _over_a_standard_frozen_class(dataclasses.dataclass)
+
+
+def test_init_is_compiled_at_the_first_instance_and_once() -> None:
+    @ours.dataclass(frozen=True, slots=True)
+    class Lazy:
+        x: int
+        y: int = 2
+
+    waiting = vars(Lazy)["__init__"]
+    assert Lazy(1) == Lazy(x=1, y=2)
+    compiled = vars(Lazy)["__init__"]
+    assert compiled is not waiting
+    Lazy(3)
+    assert vars(Lazy)["__init__"] is compiled
+    assert compiled.__qualname__ == f"{Lazy.__qualname__}.__init__"
+
+
+def test_init_var_fields_are_refused() -> None:
+    with pytest.raises(TypeError, match="InitVar"):
+
+        @ours.dataclass
+        class WithInitVar:
+            x: dataclasses.InitVar[int]
