@@ -18,7 +18,8 @@ side, on Python 3.11, 3.12 and 3.13): the same repr text (`...` where it recurs)
 then by the compared fields in order (as tuples before Python 3.13; from it, after an identity test, as
 `a == a' and b == b' and ...`); the same hash action (`__hash__` of the hashed fields for frozen classes, None for the
 others, a `__hash__` of the class's own kept); the same `__init__` signature, defaults, factories, `init=False`
-fields, keyword-only fields and `__post_init__` call; `FrozenInstanceError` on a frozen field's assignment or
+fields, keyword-only fields and `__post_init__` call (and, once compiled, the same signature; a class without a
+docstring gets the same `__doc__`, made when first read); `FrozenInstanceError` on a frozen field's assignment or
 deletion; the same class-creation errors (a field without a default after one with, a frozen class over a non-frozen
 one or the reverse, a frozen class's own `__setattr__`). Two things tell the difference: `__dataclass_params__`
 records init, repr, eq and frozen as False, and `inspect.signature` of a class not yet instantiated shows
@@ -45,8 +46,18 @@ _PASSED_ON = frozenset({"kw_only", "slots", "match_args", "weakref_slot"})
 _REPR_RUNNING: set[tuple[int, int]] = set()
 # The frozen classes made here (the standard library's record of them says False).
 _FROZEN: set[type] = set()
-# A factory field's default in a compiled __init__: "not given, call the factory".
-_HAS_FACTORY = object()
+# The classes whose __init__ is not compiled yet: whether each is frozen and has a __post_init__.
+_WAITING: dict[type, tuple[bool, bool]] = {}
+
+
+class _Factory:
+    """A factory field's default in a compiled __init__: "not given, call the factory"."""
+
+    def __repr__(self) -> str:
+        return "<factory>"  # as the standard library's sentinel shows in a signature
+
+
+_HAS_FACTORY = _Factory()
 
 
 @overload
@@ -111,14 +122,20 @@ def _with_own_init_and_frozen(cls: Any, init: bool, frozen: bool, own: set[str],
         for name in ("__setattr__", "__delattr__"):
             if name in vars(cls):
                 raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    docless = not vars(cls).get("__doc__")
+    if docless:  # the standard library would compute one at once, through inspect.signature (see _SignatureDoc)
+        cls.__doc__ = "..."
     made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=False, **options)
+    if docless:
+        made.__doc__ = _SignatureDoc()
     _check_frozen_bases(made, frozen)
     described = fields(made)
     if any(_is_init_var(f) for f in vars(made)["__dataclass_fields__"].values()):
         raise TypeError("deerflow_ckpt.dataclass does not take InitVar fields")
     if init and "__init__" not in own:
         _check_default_order(described)
-        _add(made, _init_on_first_call(made, frozen, hasattr(made, "__post_init__")))
+        _WAITING[made] = frozen, hasattr(made, "__post_init__")
+        _add(made, _init_on_first_call(made))
     if frozen:
         _FROZEN.add(made)
         names = frozenset(f.name for f in described)
@@ -157,13 +174,34 @@ def _check_default_order(described: tuple[dataclasses.Field[Any], ...]) -> None:
             raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
 
 
-def _init_on_first_call(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
+def _init_on_first_call(cls: Any) -> Callable[..., None]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        compiled = _compiled_init(cls, frozen, post_init)
-        _add(cls, compiled)
-        compiled(self, *args, **kwargs)
+        _installed_init(cls)(self, *args, **kwargs)
 
     return __init__
+
+
+def _installed_init(cls: Any) -> Callable[..., None]:
+    """The class's compiled __init__, compiled and put in place of the waiting one if it is not yet."""
+    waiting = _WAITING.pop(cls, None)
+    if waiting is not None:
+        _add(cls, _compiled_init(cls, *waiting))
+    compiled: Callable[..., None] = vars(cls)["__init__"]
+    return compiled
+
+
+class _SignatureDoc:
+    """A docstring-less class's __doc__, the standard library's text (its name and its __init__'s signature), made
+    when first read: the standard library computes it for every such class it makes (25 on a verify-shape run's
+    path), and inspect.signature of a class parses text."""
+
+    def __get__(self, instance: Any, owner: Any) -> str:
+        import inspect
+
+        _installed_init(owner)
+        text: str = owner.__name__ + str(inspect.signature(owner)).replace(" -> None", "")
+        type.__setattr__(owner, "__doc__", text)
+        return text
 
 
 def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
@@ -201,6 +239,8 @@ def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., Non
     lines = "\n".join(f" {line}" for line in body or ["pass"])
     exec(f"def __init__({', '.join(parameters)}):\n{lines}\n", names)
     compiled: Callable[..., None] = names["__init__"]
+    # Annotated as the standard library's, so inspect.signature shows the same (the annotations cost no parsing here).
+    compiled.__annotations__ = {**{f.name: f.type for f in described if f.init}, "return": None}
     return compiled
 
 
