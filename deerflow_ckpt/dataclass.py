@@ -1,36 +1,47 @@
 """ckpt's `dataclass`: the standard library's fields, with ckpt's own methods instead of compiled ones where it can.
 
-`dataclasses.dataclass` writes each method it adds as source text and compiles it with its own `exec`: for the 56
-classes of ckpt's a `verify-shape` run imports, 159 methods, most of a fifth of the run's start-up instructions on a
-small store (`valgrind --tool=callgrind`, docs/architecture.md). Here the standard library only collects the fields
-(and makes the slots); then:
+`dataclasses.dataclass` writes each method it adds as source text and compiles it with `exec` (one `exec` a method
+before Python 3.13, one a class from it): for the 56 classes of ckpt's a `verify-shape` run imports, 144 methods on
+Python 3.11, most of a fifth of the run's start-up instructions on a small store (`valgrind --tool=callgrind`,
+docs/architecture.md). Here the standard library only collects the fields (and makes the slots); then:
 
-- `__repr__`, `__eq__`, `__hash__`, and a frozen class's `__setattr__`, `__delattr__` (and, with slots, its
-  `__getstate__`, `__setstate__`) are one function each, made from the class and a tuple of its field names;
-- `__init__` is still compiled, as it runs for every instance, but only when the class is first instantiated: a
-  run builds about half the classes it imports (33 on a clean store).
+- `__repr__`, `__eq__` and `__hash__` are one function each, made from a tuple of the class's field names; a frozen
+  class's `__setattr__` and `__delattr__` are closures over the class and its field names, and with slots its
+  `__getstate__` and `__setstate__` are the two functions below;
+- `__init__` is still compiled, as it runs for every instance, but only when the class is first instantiated (or
+  its `__doc__` first read): a run builds about half the classes it imports (33 on a clean store);
+- a class without a docstring gets the standard library's `__doc__` text when it is first read (the standard
+  library computes it for each class, through `inspect.signature`, which parses text).
 
 A class over a base the standard library froze itself (typer's `RuntimeParam`) is left to the standard library but
-for the first three methods.
+for `__repr__`, `__eq__` and `__hash__`.
 
 They behave as the standard library's do, for the options ckpt uses (`tests/test_dataclass.py` holds them side by
 side, on Python 3.11, 3.12 and 3.13): the same repr text (`...` where it recurs); equality only with the same class,
 then by the compared fields in order (as tuples before Python 3.13; from it, after an identity test, as
 `a == a' and b == b' and ...`); the same hash action (`__hash__` of the hashed fields for frozen classes, None for the
-others, a `__hash__` of the class's own kept); the same `__init__` signature, defaults, factories, `init=False`
-fields, keyword-only fields and `__post_init__` call (and, once compiled, the same signature; a class without a
-docstring gets the same `__doc__`, made when first read); `FrozenInstanceError` on a frozen field's assignment or
-deletion; the same class-creation errors (a field without a default after one with, a frozen class over a non-frozen
-one or the reverse, a frozen class's own `__setattr__`). Two things tell the difference: `__dataclass_params__`
-records init, repr, eq and frozen as False, and `inspect.signature` of a class not yet instantiated shows
-`(*args, **kwargs)`. InitVar fields are refused (ckpt has none).
+others, a `__hash__` of the class's own kept); the same `__init__` parameters, defaults, factories, `init=False`
+fields, keyword-only fields and `__post_init__` call, compiled in the class's module (once compiled: the same
+signature and type hints); the same `__doc__`; `FrozenInstanceError` on a frozen field's assignment or deletion; the
+same pickling and copying; the same class-making errors, in the same order. What differs:
+- `__dataclass_params__` records init, repr, eq and frozen as False (but for the classes left to the standard
+  library), so a class made by the standard library's own decorator over a frozen one of these is judged as over a
+  non-frozen one (ckpt declares none: a test holds every dataclass to this module);
+- `inspect.signature` of a class not yet instantiated shows `(*args, **kwargs)`, and a field's default or factory is
+  read at the first instance, not when the class is made;
+- on a frozen class with slots, assigning an attribute that is no field raises FrozenInstanceError (a plain subclass
+  may), where the standard library's `__setattr__` (Python 3.11 to 3.13) names the class as it was before its slots
+  were made and fails with TypeError;
+- InitVar fields are refused (ckpt has none).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import re
 import sys
+import weakref
 from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError, field, fields, replace
@@ -45,9 +56,11 @@ _PASSED_ON = frozenset({"kw_only", "slots", "match_args", "weakref_slot"})
 # (id of the instance, thread) for each repr running: a field that leads back to it shows as "...".
 _REPR_RUNNING: set[tuple[int, int]] = set()
 # The frozen classes made here (the standard library's record of them says False).
-_FROZEN: set[type] = set()
-# The classes whose __init__ is not compiled yet: whether each is frozen and has a __post_init__.
-_WAITING: dict[type, tuple[bool, bool]] = {}
+_FROZEN: weakref.WeakSet[type] = weakref.WeakSet()
+# What a class's waiting __init__ carries until it is compiled: whether the class is frozen, has a __post_init__.
+_PENDING = "_ckpt_pending"
+# An InitVar annotation as text (the standard library matches `InitVar[...]` or `module.InitVar[...]` too).
+_INIT_VAR_TEXT = re.compile(r"\s*(?:\w+\s*\.\s*)?InitVar\b")
 
 
 class _Factory:
@@ -117,11 +130,8 @@ def _over_standard_frozen(cls: Any) -> bool:
 
 
 def _with_own_init_and_frozen(cls: Any, init: bool, frozen: bool, own: set[str], options: dict[str, Any]) -> Any:
-    """The standard library's fields and slots, then the lazily compiled __init__ and the shared frozen methods."""
-    if frozen:
-        for name in ("__setattr__", "__delattr__"):
-            if name in vars(cls):
-                raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    """The standard library's fields and slots, then the lazily compiled __init__ and the shared frozen methods; the
+    class-making errors in the standard library's order."""
     docless = not vars(cls).get("__doc__")
     if docless:  # the standard library would compute one at once, through inspect.signature (see _SignatureDoc)
         cls.__doc__ = "..."
@@ -130,13 +140,16 @@ def _with_own_init_and_frozen(cls: Any, init: bool, frozen: bool, own: set[str],
         made.__doc__ = _SignatureDoc()
     _check_frozen_bases(made, frozen)
     described = fields(made)
-    if any(_is_init_var(f) for f in vars(made)["__dataclass_fields__"].values()):
+    if any(_is_init_var(f) for f in vars(made)["__dataclass_fields__"].values() if f not in described):
         raise TypeError("deerflow_ckpt.dataclass does not take InitVar fields")
-    if init and "__init__" not in own:
-        _check_default_order(described)
-        _WAITING[made] = frozen, hasattr(made, "__post_init__")
-        _add(made, _init_on_first_call(made))
+    if init:
+        _check_default_order(described)  # the standard library checks it even where the class has its own __init__
+        if "__init__" not in own:
+            _add(made, _init_on_first_call(made, frozen, hasattr(made, "__post_init__")))
     if frozen:
+        for name in ("__setattr__", "__delattr__"):
+            if name in vars(made):
+                raise TypeError(f"Cannot overwrite attribute {name} in class {made.__name__}")
         _FROZEN.add(made)
         names = frozenset(f.name for f in described)
         _add(made, _frozen_setattr(made, names))
@@ -174,20 +187,23 @@ def _check_default_order(described: tuple[dataclasses.Field[Any], ...]) -> None:
             raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
 
 
-def _init_on_first_call(cls: Any) -> Callable[..., None]:
+def _init_on_first_call(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         _installed_init(cls)(self, *args, **kwargs)
 
+    setattr(__init__, _PENDING, (frozen, post_init))
     return __init__
 
 
-def _installed_init(cls: Any) -> Callable[..., None]:
-    """The class's compiled __init__, compiled and put in place of the waiting one if it is not yet."""
-    waiting = _WAITING.pop(cls, None)
-    if waiting is not None:
-        _add(cls, _compiled_init(cls, *waiting))
-    compiled: Callable[..., None] = vars(cls)["__init__"]
-    return compiled
+def _installed_init(cls: Any) -> Any:
+    """The class's own __init__ (None: it has none), compiled first if it still waits. Threads that meet a waiting one
+    at once each compile it (the same function); one that fails to (a signal mid-compile) leaves it waiting."""
+    init = vars(cls).get("__init__")
+    pending = getattr(init, _PENDING, None)
+    if pending is not None:
+        init = _compiled_init(cls, *pending)
+        _add(cls, init)
+    return init
 
 
 class _SignatureDoc:
@@ -199,7 +215,11 @@ class _SignatureDoc:
         import inspect
 
         _installed_init(owner)
-        text: str = owner.__name__ + str(inspect.signature(owner)).replace(" -> None", "")
+        try:
+            signature = str(inspect.signature(owner)).replace(" -> None", "")
+        except (TypeError, ValueError):  # as the standard library gives up on a signature
+            signature = ""
+        text: str = owner.__name__ + signature
         type.__setattr__(owner, "__doc__", text)
         return text
 
@@ -236,11 +256,20 @@ def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., Non
     if post_init:
         body.append(f"{this}.__post_init__()")
     parameters = [this, *positional, *(["*", *keyword] if keyword else [])]
-    lines = "\n".join(f" {line}" for line in body or ["pass"])
-    exec(f"def __init__({', '.join(parameters)}):\n{lines}\n", names)
-    compiled: Callable[..., None] = names["__init__"]
-    # Annotated as the standard library's, so inspect.signature shows the same (the annotations cost no parsing here).
-    compiled.__annotations__ = {**{f.name: f.type for f in described if f.init}, "return": None}
+    lines = "\n".join(f"  {line}" for line in body or ["pass"])
+    # As the standard library does: the helpers are the closure of a function defined in the class's module, so the
+    # __init__ has that module's globals and name (get_type_hints resolves its annotations there).
+    text = f"def __create_fn__({', '.join(names)}):\n def __init__({', '.join(parameters)}):\n{lines}\n return __init__"
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(text, module.__dict__ if module is not None else {}, made)
+    compiled: Callable[..., None] = made["__create_fn__"](**names)
+    # Annotated as the standard library's, in parameter order, so inspect.signature shows the same (no parsing here).
+    by_name = {f.name: f.type for f in described if f.init}
+    order = [f.name for f in described if f.init and not f.kw_only] + [
+        f.name for f in described if f.init and f.kw_only
+    ]
+    compiled.__annotations__ = {**{name: by_name[name] for name in order}, "return": None}
     return compiled
 
 
@@ -336,9 +365,8 @@ def _frozen_setstate(self: Any, state: list[Any]) -> None:
 
 
 def _is_init_var(f: dataclasses.Field[Any]) -> bool:
-    """An InitVar pseudo-field, its annotation evaluated or (under `from __future__ import annotations`) text."""
-    return (
-        isinstance(f.type, dataclasses.InitVar)
-        or f.type is dataclasses.InitVar
-        or (isinstance(f.type, str) and "InitVar" in f.type)
-    )
+    """A pseudo-field (not in fields()) of InitVar, its annotation evaluated or (under `from __future__ import
+    annotations`) text; the others are ClassVars."""
+    if isinstance(f.type, str):
+        return _INIT_VAR_TEXT.match(f.type) is not None
+    return isinstance(f.type, dataclasses.InitVar) or f.type is dataclasses.InitVar

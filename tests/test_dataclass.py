@@ -121,7 +121,34 @@ def _behaviour(cls: type, options: dict[str, Any]) -> dict[str, Any]:
             instances[0].x = 9
         # A copy goes through the same state protocol as pickle (a frozen class with slots has its own).
         seen["copied"] = [_copied_or_error(instance) for instance in instances]
+        if not options.get("slots"):  # with slots the standard library's __setattr__ fails otherwise (see ours)
+            seen["frozen acts"] = _frozen_acts(cls, instances[0])
     seen["fields"] = [(f.name, f.repr, f.compare, f.hash) for f in dataclasses.fields(cls)]
+    return seen
+
+
+def _frozen_acts(cls: type, instance: Any) -> list[str]:
+    """What deleting a field, and setting and deleting another attribute, do on a frozen instance and on one of a
+    plain subclass."""
+
+    class Plain(cls):  # type: ignore[valid-type,misc]
+        pass
+
+    other = copy.copy(instance)
+    object.__setattr__(other, "__class__", Plain)  # past the frozen __setattr__, which refuses __class__ too
+    acts: list[Callable[[Any], None]] = [
+        lambda target: delattr(target, "x"),
+        lambda target: setattr(target, "other", 1),
+        lambda target: delattr(target, "other"),
+    ]
+    seen = []
+    for target in (instance, other):
+        for act in acts:
+            try:
+                act(target)
+                seen.append("done")
+            except AttributeError as exc:  # FrozenInstanceError is one
+                seen.append(f"{type(exc).__name__}: {exc}")
     return seen
 
 
@@ -348,7 +375,38 @@ def _class_errors(decorator: Callable[..., Any]) -> list[str]:
             def __setattr__(self, name: str, value: Any) -> None:
                 pass
 
+    def keyword_after_default() -> Any:
+        @decorator
+        class Fine:
+            x: int = 0
+            y: int = dataclasses.field(kw_only=True)
+
+    def own_init_default_then_none() -> Any:
+        @decorator
+        class OwnInit:
+            x: int = 0
+            y: int
+
+            def __init__(self) -> None:
+                pass
+
+    def own_setattr_over_mutable() -> Any:
+        @decorator
+        class Base:
+            x: int
+
+        @decorator(frozen=True)
+        class Child(Base):
+            def __setattr__(self, name: str, value: Any) -> None:
+                pass
+
+    def init_var_like_name() -> Any:
+        @decorator
+        class Named:
+            x: InitVarLike = 0  # noqa: F821  (a name that only looks like InitVar, never evaluated)
+
     attempts += [default_then_none, frozen_over_mutable, mutable_over_frozen, own_setattr_frozen]
+    attempts += [keyword_after_default, own_init_default_then_none, own_setattr_over_mutable, init_var_like_name]
     seen = []
     for attempt in attempts:
         try:
@@ -407,3 +465,132 @@ def test_init_var_fields_are_refused() -> None:
         @ours.dataclass
         class WithInitVar:
             x: dataclasses.InitVar[int]
+
+
+@ours.dataclass(frozen=True)
+class _OursFrozen:
+    x: int
+    tags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _StandardFrozen:
+    x: int
+    tags: tuple[str, ...] = ()
+
+
+@ours.dataclass(frozen=True, slots=True, weakref_slot=True)
+class _OursSlotted:
+    x: int
+    tags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, weakref_slot=True)
+class _StandardSlotted:
+    x: int
+    tags: tuple[str, ...] = ()
+
+
+@ours.dataclass(frozen=True, slots=True)
+class _OursNoFields:
+    pass
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _StandardNoFields:
+    pass
+
+
+def _pickled(cls: type, *args: Any) -> list[Any]:
+    import pickle
+
+    seen: list[Any] = []
+    for protocol in (0, 2, pickle.HIGHEST_PROTOCOL):
+        instance = cls(*args)
+        try:
+            back = pickle.loads(pickle.dumps(instance, protocol))
+        except Exception as exc:  # the standard library's own failure must be ours too
+            seen.append(f"{type(exc).__name__}: {str(exc).replace(cls.__qualname__, 'C')}")
+            continue
+        seen.append([type(back) is cls, back == instance, [getattr(back, f.name) for f in dataclasses.fields(cls)]])
+    return seen
+
+
+def test_pickling_is_the_standard_librarys() -> None:
+    assert _pickled(_OursFrozen, 1, ("a",)) == _pickled(_StandardFrozen, 1, ("a",))
+    assert _pickled(_OursSlotted, 1, ("a",)) == _pickled(_StandardSlotted, 1, ("a",))
+    assert _pickled(_OursNoFields) == _pickled(_StandardNoFields)
+
+
+def test_init_has_the_standard_librarys_module_and_type_hints() -> None:
+    import typing
+
+    for ours_class, standard in ((_OursFrozen, _StandardFrozen), (_OursSlotted, _StandardSlotted)):
+        ours_class(1)
+        assert typing.get_type_hints(ours_class.__init__) == typing.get_type_hints(standard.__init__)
+        assert ours_class.__init__.__module__ == standard.__init__.__module__ == __name__
+
+
+def _docless_without_init(decorator: Callable[..., Any]) -> str:
+    @decorator(init=False)
+    class Bare:
+        x: int = 0
+
+    return str(Bare.__doc__)
+
+
+def test_a_docless_class_without_init_has_the_standard_librarys_doc() -> None:
+    assert _docless_without_init(ours.dataclass) == _docless_without_init(dataclasses.dataclass)
+
+
+def test_threads_that_build_a_class_first_at_once_all_get_its_init() -> None:
+    import sys
+    import threading
+
+    failures: list[BaseException] = []
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: inside the first compile, too
+    try:
+        for _ in range(40):
+            wide = {f"f{i}": int for i in range(40)}
+            cls = ours.dataclass(frozen=True)(type("Wide", (), {"__annotations__": wide}))
+            start = threading.Barrier(3)
+
+            def build(cls: type = cls, start: threading.Barrier = start) -> None:
+                start.wait()
+                try:
+                    cls(*range(40))
+                except BaseException as exc:  # any failure fails the test below
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=build) for _ in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(previous)
+    assert failures == []
+
+
+def test_a_compile_cut_short_leaves_the_init_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal that interrupts the first compile (Ctrl-C, ckpt's Interrupted) must not break the class."""
+
+    @ours.dataclass(frozen=True)
+    class Cut:
+        x: int
+
+    compile_it = ours._compiled_init
+    calls = 0
+
+    def interrupted_once(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyboardInterrupt
+        return compile_it(*args)
+
+    monkeypatch.setattr(ours, "_compiled_init", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        Cut(1)
+    assert Cut(2).x == 2
