@@ -23,7 +23,8 @@ then by the compared fields in order (as tuples before Python 3.13; from it, aft
 others, a `__hash__` of the class's own kept); the same `__init__` parameters, defaults, factories, `init=False`
 fields, keyword-only fields and `__post_init__` call, compiled in the class's module (once compiled: the same
 signature and type hints); the same `__doc__`; `FrozenInstanceError` on a frozen field's assignment or deletion; the
-same pickling and copying; the same class-making errors, in the same order. What differs:
+same pickling and copying; the same class-making errors, in the same order (but for the slots options' own,
+which come first). What differs:
 - `__dataclass_params__` records init, repr, eq and frozen as False (but for the classes left to the standard
   library), so a class made by the standard library's own decorator over a frozen one of these is judged as over a
   non-frozen one (ckpt declares none: a test holds every dataclass to this module);
@@ -46,6 +47,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError, field, fields, replace
 from operator import attrgetter
+from types import FunctionType
 from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = ["dataclass", "field", "fields", "replace"]
@@ -57,8 +59,10 @@ _PASSED_ON = frozenset({"kw_only", "slots", "match_args", "weakref_slot"})
 _REPR_RUNNING: set[tuple[int, int]] = set()
 # The frozen classes made here (the standard library's record of them says False).
 _FROZEN: weakref.WeakSet[type] = weakref.WeakSet()
-# What a class's waiting __init__ carries until it is compiled: whether the class is frozen, has a __post_init__.
-_PENDING = "_ckpt_pending"
+# Each waiting __init__ (the function itself, not a wrapper of it), held weakly; its attribute _INSTALL compiles
+# and puts in place its class's real one.
+_WAITING: weakref.WeakSet[Callable[..., None]] = weakref.WeakSet()
+_INSTALL = "_ckpt_install"
 # An InitVar annotation as text (the standard library matches `InitVar[...]` or `module.InitVar[...]` too).
 _INIT_VAR_TEXT = re.compile(r"\s*(?:\w+\s*\.\s*)?InitVar\b")
 
@@ -145,7 +149,8 @@ def _with_own_init_and_frozen(cls: Any, init: bool, frozen: bool, own: set[str],
     if init:
         _check_default_order(described)  # the standard library checks it even where the class has its own __init__
         if "__init__" not in own:
-            _add(made, _init_on_first_call(made, frozen, hasattr(made, "__post_init__")))
+            slotted = bool(options.get("slots"))
+            _add(made, _init_on_first_call(made, frozen, hasattr(made, "__post_init__"), slotted))
     if frozen:
         for name in ("__setattr__", "__delattr__"):
             if name in vars(made):
@@ -187,23 +192,36 @@ def _check_default_order(described: tuple[dataclasses.Field[Any], ...]) -> None:
             raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
 
 
-def _init_on_first_call(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _installed_init(cls)(self, *args, **kwargs)
+def _init_on_first_call(cls: Any, frozen: bool, post_init: bool, slots: bool) -> Callable[..., None]:
+    """The class's __init__ until it is built: compiles the real one, puts it in place of itself (not of a wrapper
+    someone set since), and calls it. Threads that meet it at once each compile it (the same function); a signal
+    mid-compile leaves it waiting."""
+    compiled: Callable[..., None] | None = None
 
-    setattr(__init__, _PENDING, (frozen, post_init))
+    def install() -> Callable[..., None]:
+        nonlocal compiled
+        if compiled is None:
+            compiled = _compiled_init(cls, frozen, post_init, slots)
+            if vars(cls).get("__init__") is __init__:
+                _add(cls, compiled)
+        return compiled
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        install()(self, *args, **kwargs)
+
+    setattr(__init__, _INSTALL, install)
+    _WAITING.add(__init__)
     return __init__
 
 
-def _installed_init(cls: Any) -> Any:
-    """The class's own __init__ (None: it has none), compiled first if it still waits. Threads that meet a waiting one
-    at once each compile it (the same function); one that fails to (a signal mid-compile) leaves it waiting."""
-    init = vars(cls).get("__init__")
-    pending = getattr(init, _PENDING, None)
-    if pending is not None:
-        init = _compiled_init(cls, *pending)
-        _add(cls, init)
-    return init
+def _installed_init(cls: Any) -> None:
+    """The __init__ the class's instances run (its own or a base's) compiled, if it is still waiting."""
+    for base in cls.__mro__:
+        if "__init__" in vars(base):
+            init = vars(base)["__init__"]
+            if isinstance(init, FunctionType) and init in _WAITING:  # object's __init__ takes no weak reference
+                getattr(init, _INSTALL)()
+            return
 
 
 class _SignatureDoc:
@@ -224,7 +242,7 @@ class _SignatureDoc:
         return text
 
 
-def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., None]:
+def _compiled_init(cls: Any, frozen: bool, post_init: bool, slots: bool) -> Callable[..., None]:
     """The class's __init__, as the standard library writes it: parameters for the init fields (keyword-only ones
     after `*`), a factory called where its field was not given, `init=False` fields set from their factory (or, with
     slots, their default), frozen fields set through object.__setattr__, then __post_init__."""
@@ -234,7 +252,6 @@ def _compiled_init(cls: Any, frozen: bool, post_init: bool) -> Callable[..., Non
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
-    slots = "__slots__" in vars(cls)
     for f in described:
         default = f"__dataclass_dflt_{f.name}__"
         if f.default_factory is not MISSING:

@@ -594,3 +594,79 @@ def test_a_compile_cut_short_leaves_the_init_waiting(monkeypatch: pytest.MonkeyP
     with pytest.raises(KeyboardInterrupt):
         Cut(1)
     assert Cut(2).x == 2
+
+
+def _docless_over_a_waiting_parent(decorator: Callable[..., Any]) -> str:
+    @decorator
+    class Parent:
+        x: int
+
+    @decorator(init=False)
+    class Child(Parent):
+        pass
+
+    return str(Child.__doc__).replace("Child", "C")
+
+
+def test_a_docless_class_over_a_parent_not_yet_built_has_the_standard_librarys_doc() -> None:
+    assert _docless_over_a_waiting_parent(ours.dataclass) == _docless_over_a_waiting_parent(dataclasses.dataclass)
+
+
+def _wrapped_init_calls(decorator: Callable[..., Any]) -> list[Any]:
+    import functools
+
+    @decorator
+    class Wrapped:
+        x: int
+
+    calls = []
+    original = Wrapped.__init__
+
+    @functools.wraps(original)
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(args)
+        original(self, *args, **kwargs)
+
+    Wrapped.__init__ = counted  # type: ignore[method-assign]
+    made = [Wrapped(1).x, Wrapped(2).x]  # type: ignore[call-arg]
+    return [made, calls, Wrapped.__init__ is counted]
+
+
+def test_an_init_wrapped_before_the_first_instance_stays_wrapped() -> None:
+    assert _wrapped_init_calls(ours.dataclass) == _wrapped_init_calls(dataclasses.dataclass)
+
+
+def _own_slots_with_a_default_outside_init(decorator: Callable[..., Any]) -> list[Any]:
+    @decorator
+    class OwnSlots:
+        __slots__ = ("y",)
+        y: int
+        x: int = dataclasses.field(init=False, default=5)
+
+    try:
+        made = OwnSlots(1)  # type: ignore[call-arg]
+    except AttributeError as exc:
+        return [f"AttributeError: {exc}"]
+    return [made.x, made.y]
+
+
+def test_hand_written_slots_take_the_default_as_the_standard_library_does() -> None:
+    """Only the slots option makes __init__ set an init=False default; a class's own __slots__ keeps the class
+    attribute (which then shadows the slot, and the standard library fails the same way)."""
+    standard = _own_slots_with_a_default_outside_init(dataclasses.dataclass)
+    assert _own_slots_with_a_default_outside_init(ours.dataclass) == standard
+
+
+def test_a_frozen_class_is_not_kept_alive() -> None:
+    import gc
+    import weakref
+
+    @ours.dataclass(frozen=True)
+    class Passing:
+        x: int
+
+    Passing(1)
+    gone = weakref.ref(Passing)
+    del Passing
+    gc.collect()
+    assert gone() is None
