@@ -12,7 +12,8 @@ Build a database first with the bulk builder, e.g. (1.4 GB, about 7 minutes on 2
 
 Every measurement runs in a fresh process, after one warm-up read, and reports wall seconds, the
 checkpoints it covered and the peak RSS of that process and its children. On a shared machine, pass
-`--repeat 3` (or more): the rounds interleave the workloads and the ratios compare medians.
+`--repeat 3` (or more): the rounds interleave the workloads. `x bare` is the ratio of the medians, `paired` the
+median of each round's ratio to the bare SELECT run just before it (steadier where the machine's speed drifts).
 
 `--since-share 0.01` adds `verify-shape --since T` where T is chosen so that that share of the threads
 (the ones whose newest checkpoint is latest) was written at or after T, and compares it with the full scan.
@@ -427,8 +428,15 @@ def main() -> None:
     medians = {label: statistics.median(r[timed] for r in rounds) for label, rounds in results.items()}
     cpu = {label: statistics.median(r["cpu_seconds"] for r in rounds) for label, rounds in results.items()}
     bare = medians[workloads[0][0]]
+    # Each round's own ratio to the bare SELECT run just before it: a machine whose speed drifts between rounds
+    # moves both alike, so the median of these is steadier than the ratio of the medians.
+    bare_rounds = [r[timed] for r in results[workloads[0][0]]]
+    paired = {
+        label: statistics.median(r[timed] / b for r, b in zip(rounds, bare_rounds, strict=True) if b)
+        for label, rounds in results.items()
+    }
     print(f"{'workload':38} {'median s':>8} {'min s':>7} {'max s':>7} {'cpu s':>7} {'checkpoints':>12} "
-          f"{'per second':>11} {'peak RSS':>9} {'x bare':>7}")  # fmt: skip
+          f"{'per second':>11} {'peak RSS':>9} {'x bare':>7} {'paired':>7}")  # fmt: skip
     for label, rounds in results.items():
         seconds = [r[timed] for r in rounds]
         checkpoints = rounds[0]["checkpoints"]
@@ -436,7 +444,7 @@ def main() -> None:
         rss = max(r["peak_rss_mib"] for r in rounds)
         print(
             f"{label:38} {medians[label]:8.2f} {min(seconds):7.2f} {max(seconds):7.2f} {cpu[label]:7.2f} "
-            f"{checkpoints:12d} {per_second:11.0f} {rss:7.1f}MB {medians[label] / bare:7.2f}"
+            f"{checkpoints:12d} {per_second:11.0f} {rss:7.1f}MB {medians[label] / bare:7.2f} {paired[label]:7.2f}"
         )
     if since_label:
         full = f"ckpt scan, {args.jobs} processes"
