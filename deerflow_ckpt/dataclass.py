@@ -2,7 +2,7 @@
 
 `dataclasses.dataclass` writes each method it adds as source text and compiles it with `exec` (one `exec` a method
 before Python 3.13, one a class from it): for the 56 classes of ckpt's a `verify-shape` run imports, 144 methods on
-Python 3.11, most of a fifth of the run's start-up instructions on a small store (`valgrind --tool=callgrind`,
+Python 3.11, about a fifth of the instructions of a run on a small store (`valgrind --tool=callgrind`,
 docs/architecture.md). Here the standard library only collects the fields (and makes the slots); then:
 
 - `__repr__`, `__eq__` and `__hash__` are one function each, made from a tuple of the class's field names; a frozen
