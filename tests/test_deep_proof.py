@@ -746,9 +746,7 @@ def test_the_compiled_reader_refuses_a_query_it_would_misread(built_sqlite: Buil
     assert open_lineages is not None
     _, uri = sqlite_store.readonly_uri(SqliteTarget(Path(built_sqlite.db)))
     checkpoints_sql, plain_writes, parameters = sqlite_store._queries(ALL_THREADS, False)
-    _, handover_writes, _ = sqlite_store._queries(
-        ALL_THREADS, False, sqlite_store._HANDOVER_WRITES_SQL, task_path="task_path"
-    )
+    _, handover_writes, _ = sqlite_store._queries(ALL_THREADS, False, handed_task_path="task_path")
 
     def opened(writes_sql: str, *limits: int) -> Any:
         record = CheckpointRecord

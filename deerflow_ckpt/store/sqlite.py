@@ -67,18 +67,13 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
 FROM checkpoints {where}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id
 """
-# Writes of None (branch markers and the like) carry no bytes and no type to check: left out.
+# Writes of None (branch markers and the like) carry no bytes and no type to check: left out. The compiled reader
+# handing each lineage's messages rows to the deep proof (store/history.py) reads what the proof reads of a write
+# as well (`handed`: its task_path and idx), and the messages writes of None, which only the proof reads (it
+# cannot prove them).
 _WRITES_SQL = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(value AS BLOB)
-FROM writes WHERE type IS NOT 'null' {and_where}
-ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
-"""
-# The compiled reader handing each lineage's messages rows to the deep proof (store/history.py) reads what the
-# proof reads of a write as well, and the messages writes of None, which only the proof reads (it cannot
-# prove them).
-_HANDOVER_WRITES_SQL = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(value AS BLOB), {task_path}, idx
-FROM writes WHERE (type IS NOT 'null' OR channel = 'messages') {and_where}
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, channel, type, CAST(value AS BLOB){handed}
+FROM writes WHERE (type IS NOT 'null'{or_messages}) {and_where}
 ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
 """
 
@@ -436,13 +431,8 @@ class SqliteCheckpointReader:
 
             if history.HANDOVER_BUDGET > 0:
                 limits = (history.VALUE_LIMIT, history.HANDOVER_BUDGET, history.HANDED_ROW_COST)
-        if limits:
-            column = "task_path" if task_path else "''"
-            checkpoints_sql, writes_sql, parameters = _queries(
-                selection, nullable, _HANDOVER_WRITES_SQL, task_path=column
-            )
-        else:
-            checkpoints_sql, writes_sql, parameters = _queries(selection, nullable)
+        handed_task_path = ("task_path" if task_path else "''") if limits else None
+        checkpoints_sql, writes_sql, parameters = _queries(selection, nullable, handed_task_path)
         decoder = self.decoder
         try:
             stream = open_lineages(
@@ -527,14 +517,18 @@ RECORD_FITS = tuple(field.name for field in dataclasses.fields(CheckpointRecord)
 
 
 def _queries(
-    selection: ThreadSelection, nullable: bool, writes_sql: str = _WRITES_SQL, **parts: str
+    selection: ThreadSelection, nullable: bool, handed_task_path: str | None = None
 ) -> tuple[str, str, list[str]]:
     """The checkpoint and write queries limited to `selection`, and their parameters (the same for both);
-    `parts` fill the writes query's other blanks."""
+    `handed_task_path` (the column, or '' where the table has none): the writes query of a handover."""
     clauses, parameters = selection.conditions("thread_id", "?", sqlite=True, nullable=nullable)
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
     and_where = "AND " + " AND ".join(clauses) if clauses else ""
-    return _CHECKPOINTS_SQL.format(where=where), writes_sql.format(and_where=and_where, **parts), parameters
+    handed, or_messages = (
+        ("", "") if handed_task_path is None else (f", {handed_task_path}, idx", " OR channel = 'messages'")
+    )
+    writes = _WRITES_SQL.format(handed=handed, or_messages=or_messages, and_where=and_where)
+    return _CHECKPOINTS_SQL.format(where=where), writes, parameters
 
 
 def has_task_path(connection: sqlite3.Connection) -> bool:
