@@ -209,3 +209,21 @@ def test_no_error_rests_on_an_order_inside_the_clock_skew() -> None:
         straggler = Thread("straggler").run(1000, 0, 600 + late_by + 0.5, 1)
         by_thread, timeline = timeline_of([*moved, straggler], 10)
         assert judge_thread(timeline, by_thread["straggler"]).verdict is verdict, late_by
+
+
+def test_epochs_that_fit_two_classes_are_listed_by_their_own_cadence_and_time() -> None:
+    """A short stretch at K=10 closes one interval, which bounds K only from below: it fits the K>=... class of a
+    K=1000 worker as well as K=10's. It is named as its own epochs are (K=10), with its own time span."""
+    steady = [Thread(f"k3-{n}").run(3, 0, 3000, 60) for n in range(3)]
+    large = Thread("k1000").run(1000, 600, 1800, 60)
+    later = Thread("k10").run(10, 2400, 3600, 20)
+    short = [Thread(f"short-{n}").run(10, 300 + 60 * n, 300 + 60 * n + 11, 1) for n in range(2)]
+    _, timeline = timeline_of([*steady, large, later, *short], 3)
+    labels = [c.label for c in timeline.classes]
+    assert "K=10" in labels and any(label.startswith("K>=") for label in labels)
+    (unplaced,) = timeline.unplaced()
+    assert unplaced.label == "K=10" and unplaced.threads == 2
+    assert unplaced.first_time_ns == START + 300 * 10**9
+    assert unplaced.last_time_ns == START + (360 + 10) * 10**9
+    assert set(unplaced.fits) == {"K=10", next(label for label in labels if label.startswith("K>="))}
+    assert list(unplaced.fits) == [label for label in labels if label in unplaced.fits]  # in time order

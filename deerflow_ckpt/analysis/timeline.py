@@ -190,6 +190,19 @@ def _admits_point(epoch: Epoch, point: int | None) -> bool:
     return bounds[1] is None if point is None else _admits(bounds, point)
 
 
+@dataclass(frozen=True)
+class UnplacedEpochs:
+    """Ambiguous epochs of one cadence (by their own bounds, as inspect thread and the findings name it): too few
+    snapshots to tell which of the classes they fit wrote them."""
+
+    label: str
+    first_time_ns: int | None
+    last_time_ns: int | None
+    threads: int
+    # The classes they fit, in time order (empty where the one they fit held no epoch of its own).
+    fits: tuple[str, ...]
+
+
 @dataclass
 class Timeline:
     """Cadence classes in time order, the changes between them, and the class in force now."""
@@ -219,6 +232,25 @@ class Timeline:
         """The class the epoch is evidence of; None when it admits several (or none)."""
         found = [c for c in self.classes if _admits_point(epoch, c.point)]
         return found[0] if len(found) == 1 else None
+
+    def unplaced(self) -> list[UnplacedEpochs]:
+        """The ambiguous epochs grouped by their own cadence, the first written first: what a reader who saw that
+        cadence in a thread or a finding looks for when no class of that name covers the time."""
+        groups: dict[str, list[Epoch]] = {}
+        for epoch in self.ambiguous:
+            groups.setdefault(bounds_label(epoch.lower, epoch.upper), []).append(epoch)
+        found = [
+            UnplacedEpochs(
+                label,
+                earliest_time_ns(epoch.first_id for epoch in epochs),
+                earliest_time_ns((epoch.last_id for epoch in epochs), latest=True),
+                len({epoch.thread_id for epoch in epochs}),
+                tuple(c.label for c in self.classes if any(_admits_point(epoch, c.point) for epoch in epochs)),
+            )
+            for label, epochs in groups.items()
+        ]
+        found.sort(key=lambda group: (group.first_time_ns is None, group.first_time_ns or 0, group.label))
+        return found
 
     def fits_current(self, epoch: Epoch) -> bool:
         if self.current is None:

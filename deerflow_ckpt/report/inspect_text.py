@@ -38,7 +38,7 @@ from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
 from deerflow_ckpt.analysis.what_if import WhatIf
 from deerflow_ckpt.report.printable import printable
-from deerflow_ckpt.report.timeline_text import in_force_line
+from deerflow_ckpt.report.timeline_text import change_line, in_force_line, unplaced_lines
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
@@ -449,20 +449,14 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
         start, end = format_time(chart.start_ns), format_time(chart.end_ns)
         console.print(Text(f"  {'':>{label_width}}  from {start} to {end}, each cell an equal slice"))
     for change in timeline.changes:
-        console.print(
-            f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"
-            f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
-        )
+        console.print(Text(f"  {change_line(change)}"))
     in_force = in_force_line(timeline)
     if in_force is not None:
         console.print(Text(f"  {in_force}", style="" if timeline.current is not None else "bold red"))
     if changed:
         console.print(f"  {_plural(changed, 'conversation')} written at more than one cadence (several epochs)")
-    if timeline.ambiguous:
-        console.print(
-            f"  {_plural(len(timeline.ambiguous), 'epoch')} fit more than one of these cadences (too few snapshots to "
-            "tell which wrote them; judged against the one in force)"
-        )
+    for line in unplaced_lines(timeline):
+        console.print(Text(f"  {line}"))
 
 
 def _stated_mode_line(scope: InspectionScope, console: Console) -> None:

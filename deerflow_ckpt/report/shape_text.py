@@ -11,7 +11,7 @@ from deerflow_ckpt.analysis.mode import all_full, full_store_line
 from deerflow_ckpt.analysis.shape import ThreadKind
 from deerflow_ckpt.commands.verify_shape import ScanReport
 from deerflow_ckpt.report.printable import printable
-from deerflow_ckpt.report.timeline_text import in_force_line
+from deerflow_ckpt.report.timeline_text import change_line, in_force_line, unplaced_lines
 from deerflow_ckpt.rules import RULES, Severity
 from deerflow_ckpt.store.clock import format_time, write_time_ns
 
@@ -44,11 +44,8 @@ def _timeline_lines(report: ScanReport) -> list[str]:
         for c in timeline.classes
     )
     lines.append(f"cadences over time: {classes}")
-    for change in timeline.changes:
-        lines.append(
-            f"  {change.kind.value} change {change.older.label} -> {change.newer.label} at {format_time(change.at_ns)}"
-            f" (last {change.older.label} write {format_time(change.older_last.time_ns)})"
-        )
+    lines.extend(f"  {change_line(change)}" for change in timeline.changes)
+    lines.extend(f"  {line}" for line in unplaced_lines(timeline))
     return lines
 
 

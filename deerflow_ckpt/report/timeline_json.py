@@ -81,4 +81,14 @@ def timeline_to_dict(timeline: Timeline | None) -> dict[str, Any] | None:
         "changes_into_force": [change_to_dict(c) for c in into_current],
         "took_over_from": [c.label for c in timeline.prior],
         "ambiguous_epochs": len(timeline.ambiguous),
+        "unplaced": [
+            {
+                "cadence": group.label,
+                "threads": group.threads,
+                "first_write": _time(group.first_time_ns),
+                "last_write": _time(group.last_time_ns),
+                "fits": list(group.fits),
+            }
+            for group in timeline.unplaced()
+        ],
     }

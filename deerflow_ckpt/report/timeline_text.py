@@ -1,8 +1,9 @@
-"""The cadence in force, and why, in one line: shared by verify-shape's and inspect's text reports."""
+"""The cadence timeline's text lines shared by verify-shape's and inspect's text reports: the cadence in force and
+why, each change, and the epochs no class holds."""
 
 from __future__ import annotations
 
-from deerflow_ckpt.analysis.timeline import ChangeKind, Timeline
+from deerflow_ckpt.analysis.timeline import Change, ChangeKind, Timeline
 from deerflow_ckpt.store.clock import format_time
 
 
@@ -48,3 +49,27 @@ def in_force_line(timeline: Timeline | None) -> str | None:
         last = max(mark.time_ns for _, mark in after)
         line += f"; {_names([c.label for c, _ in after])} also wrote after it began, until {format_time(last)}"
     return line
+
+
+def change_line(change: Change) -> str:
+    """A change, dated by the newer cadence's first write the older cannot explain: its class's first write may be
+    earlier (the first steps of an epoch fit both cadences), so the line says which write dates it."""
+    older, newer = change.older.label, change.newer.label
+    return (
+        f"{change.kind.value} change {older} -> {newer} at {format_time(change.at_ns)} (the first {newer} write "
+        f"{older} cannot explain; last {older} write {format_time(change.older_last.time_ns)})"
+    )
+
+
+def unplaced_lines(timeline: Timeline) -> list[str]:
+    """'not placed: K=10 T..T (2 threads; too few snapshots to tell which of K>=17 and K=10 wrote them)', one per
+    cadence of the epochs that fit more than one class."""
+    lines = []
+    for group in timeline.unplaced():
+        threads = f"{group.threads} thread{'s' if group.threads != 1 else ''}"
+        which = f"which of {_names(list(group.fits))}" if len(group.fits) > 1 else "which cadence"
+        lines.append(
+            f"not placed: {group.label} {format_time(group.first_time_ns)}..{format_time(group.last_time_ns)} "
+            f"({threads}; too few snapshots to tell {which} wrote them)"
+        )
+    return lines
