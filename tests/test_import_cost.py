@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.demo import build_demo
 from tests.conftest import BuiltDatabase
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -163,3 +164,32 @@ def test_project_config_costs_nothing_without_a_file(tmp_path: Path) -> None:
     (tmp_path / ".ckpt.toml").write_text('format = "json"\n', encoding="utf-8")
     found = probe("migrate-config", "--check", config, cwd=tmp_path, heavy=("tomllib",))
     assert (found["code"], found["loaded"]) == (1, ["tomllib", "tomllib._parser", "tomllib._re", "tomllib._types"])
+
+
+@pytest.fixture(scope="module")
+def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("demo")
+    build_demo(directory)
+    return directory
+
+
+# The database commands run from a DeerFlow project, as an operator runs them: the config is found and read (PyYAML),
+# and nothing validates values, so pydantic stays out, as do the drivers, LangGraph and multiprocessing. Only
+# inspect storage's passes run in a pool (concurrent.futures, commands/worker_pool.py).
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("verify-shape", "--format", "json"), 1),
+        (("verify-shape", "--config", "config.yaml", "--format", "json", "--jobs", "2"), 1),
+        (("inspect", "summary", "--format", "json"), 0),
+        (("inspect", "thread", "mixed-writers-k10-k1000-k10", "--format", "json"), 0),
+        (("inspect", "storage", "--format", "json"), 0),
+        (("plan", "retention", "--keep-newest", "10", "--format", "json"), 0),
+    ],
+)
+def test_database_commands_from_a_project_load_no_pydantic(
+    demo_project: Path, args: tuple[str, ...], code: int
+) -> None:
+    report = probe(*args, heavy=(*HEAVY, "pydantic", "multiprocessing"), cwd=demo_project)
+    assert (report["code"], report["loaded"]) == (code, [])
