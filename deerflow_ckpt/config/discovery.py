@@ -27,6 +27,7 @@ import os
 import posixpath
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -561,57 +562,140 @@ class _FileFor:
         return checkpointer_sqlite_file(self.connection, launch.environment.variables, launch.directory)
 
 
-def database_location(
-    settings: DatabaseSettings, config_path: Path, environment: DeerFlowEnvironment, cwd: Path
-) -> DatabaseLocation:
-    """The database DeerFlow's checkpointer uses under these settings: a `checkpointer:` section first (it
-    overrides `database:`, runtime/checkpointer/provider.py), then `database.backend`."""
+class Refused(StrEnum):
+    """Why DeerFlow gives up on the settings that decide where checkpoints go."""
+
+    # AppConfig.from_file raises (pydantic rejects the checkpointer: section): nothing of the file is used.
+    NO_TYPE = "no type"
+    UNKNOWN_TYPE = "unknown type"
+    BAD_SCHEMA = "bad schema"
+    NOT_A_STRING = "not a string"
+    # Accepted when the file loads; the checkpointer and store providers raise when the process starts.
+    NO_DSN = "no dsn"
+
+    @property
+    def at_startup(self) -> bool:
+        return self is Refused.NO_DSN
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    """Where DeerFlow's checkpointer keeps checkpoints under a config's settings: the section that decides (a
+    `checkpointer:` section overrides `database:`, runtime/checkpointer/provider.py) and what it names."""
+
+    # "checkpointer" or "database".
+    section: str
+    # Its type or backend as written: "sqlite", "postgres", "memory" (or, refused, what it says).
+    kind: str | None
+    refused: Refused | None = None
+    # NOT_A_STRING: the reader's words for the value; BAD_SCHEMA: the schema.
+    problem: str = ""
+    # sqlite: the file each launch uses, and that file inside DeerFlow's container (None: in memory).
+    file_for: _FileFor | None = None
+    container_file: str | None = None
+    # postgres: the DSN (None: from a $VAR not set here, named by `reference`) and the schema.
+    dsn: str | None = None
+    reference: str | None = None
+    schema: str = ""
+
+
+def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
+    """What DeerFlow does with these settings, in its order: the checkpointer: section's type (required, one of
+    memory, sqlite or postgres), its schema and connection_string, then database.backend and its fields."""
     # Here, not at the top: with --db, or with no config, the config reader (PyYAML) is never loaded.
     from deerflow_ckpt.config.database import NotAString
 
     override = settings.checkpointer
     if override is not None:
-        via = f"checkpointer: section of {config_path} (it overrides database:)"
-        if override.kind is None:
-            raise ConfigError(f"{via} has no type: DeerFlow refuses this config (checkpointer.type: Field required)")
-        if override.kind not in ("memory", "sqlite", "postgres"):
-            raise ConfigError(
-                f"{via} has type {override.kind!r}: DeerFlow refuses this config (memory, sqlite or postgres)"
-            )
+        kind = override.kind
+        if kind is None:
+            return CheckpointStorage("checkpointer", kind, Refused.NO_TYPE)
+        if kind not in ("memory", "sqlite", "postgres"):
+            return CheckpointStorage("checkpointer", kind, Refused.UNKNOWN_TYPE)
         if override.postgres_schema and not is_schema_name(override.postgres_schema):
+            return CheckpointStorage("checkpointer", kind, Refused.BAD_SCHEMA, override.postgres_schema)
+        connection = override.connection_string
+        if isinstance(connection, NotAString):
+            return CheckpointStorage("checkpointer", kind, Refused.NOT_A_STRING, connection.problem)
+        if kind == "postgres":
+            if not connection:
+                return CheckpointStorage("checkpointer", kind, Refused.NO_DSN)
+            return CheckpointStorage("checkpointer", kind, dsn=connection, schema=override.postgres_schema or "")
+        if kind == "sqlite":
+            container = _container_checkpointer_file(connection)
+            return CheckpointStorage(
+                "checkpointer", kind, file_for=_FileFor(connection=connection), container_file=container
+            )
+        return CheckpointStorage("checkpointer", kind)
+    backend = settings.backend
+    if backend == "postgres":
+        url = settings.postgres_url
+        if url is None:
+            return CheckpointStorage("database", backend, reference=settings.postgres_url_reference)
+        if isinstance(url, NotAString):
+            return CheckpointStorage("database", backend, Refused.NOT_A_STRING, url.problem)
+        if not url:
+            # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
+            return CheckpointStorage("database", backend, Refused.NO_DSN)
+        return CheckpointStorage("database", backend, dsn=url, schema=settings.postgres_schema)
+    if backend == "sqlite":
+        sqlite_dir = settings.sqlite_dir
+        return CheckpointStorage(
+            "database",
+            backend,
+            file_for=_FileFor(sqlite_dir=sqlite_dir),
+            container_file=_container_sqlite_file(sqlite_dir),
+        )
+    return CheckpointStorage("database", backend)
+
+
+def file_for_process(storage: CheckpointStorage, variables: Mapping[str, str], process_dir: Path) -> Path | None:
+    """The SQLite file `storage` names for one DeerFlow process, started in `process_dir` with `variables`."""
+    assert storage.file_for is not None
+    return storage.file_for(_Launch(process_dir, DeerFlowEnvironment(variables, None), ""))
+
+
+def database_location(
+    settings: DatabaseSettings, config_path: Path, environment: DeerFlowEnvironment, cwd: Path
+) -> DatabaseLocation:
+    """The database DeerFlow's checkpointer uses under these settings (checkpoint_storage), with every file a
+    launch may use for SQLite; a ConfigError says why there is none."""
+    storage = checkpoint_storage(settings)
+    if storage.section == "checkpointer":
+        via = f"checkpointer: section of {config_path} (it overrides database:)"
+        if storage.refused is Refused.NO_TYPE:
+            raise ConfigError(f"{via} has no type: DeerFlow refuses this config (checkpointer.type: Field required)")
+        if storage.refused is Refused.UNKNOWN_TYPE:
             raise ConfigError(
-                f"{via}: postgres_schema {override.postgres_schema!r} is not a plain lowercase PostgreSQL identifier; "
+                f"{via} has type {storage.kind!r}: DeerFlow refuses this config (memory, sqlite or postgres)"
+            )
+        if storage.refused is Refused.BAD_SCHEMA:
+            raise ConfigError(
+                f"{via}: postgres_schema {storage.problem!r} is not a plain lowercase PostgreSQL identifier; "
                 "DeerFlow refuses this config"
             )
-        if isinstance(override.connection_string, NotAString):
-            raise ConfigError(f"{via}: {override.connection_string.problem}")
-        if override.kind == "postgres":
-            if not override.connection_string:
-                raise ConfigError(f"{via} has type postgres but no connection_string")
-            return PostgresLocation(override.connection_string, override.postgres_schema or "", via)
-        if override.kind == "sqlite":
-            connection = override.connection_string
-            container = _container_checkpointer_file(connection)
-            files, whys = _candidates(_FileFor(connection=connection), container, environment, cwd, config_path)
-            if not files:
-                raise ConfigError(f"{via} uses an in-memory SQLite checkpointer: nothing is stored on disk")
-            return SqliteLocation(files, via, whys)
-        raise ConfigError(f"{via} has type {override.kind!r}: nothing is stored on disk")
-    via = f"database: section of {config_path}"
-    if settings.backend == "postgres":
-        if settings.postgres_url is None:
-            raise ConfigError(f"{via}: postgres_url refers to ${settings.postgres_url_reference}, which is not set")
-        if isinstance(settings.postgres_url, NotAString):
-            raise ConfigError(f"{via}: {settings.postgres_url.problem}")
-        if not settings.postgres_url:
+        if storage.refused is Refused.NOT_A_STRING:
+            raise ConfigError(f"{via}: {storage.problem}")
+        if storage.refused is Refused.NO_DSN:
+            raise ConfigError(f"{via} has type postgres but no connection_string")
+    else:
+        via = f"database: section of {config_path}"
+        if storage.kind == "postgres" and storage.dsn is None and storage.refused is None:
+            raise ConfigError(f"{via}: postgres_url refers to ${storage.reference}, which is not set")
+        if storage.refused is Refused.NOT_A_STRING:
+            raise ConfigError(f"{via}: {storage.problem}")
+        if storage.refused is Refused.NO_DSN:
             raise ConfigError(f"{via}: database.postgres_url is required for the postgres backend")
-        return PostgresLocation(settings.postgres_url, settings.postgres_schema, via)
-    if settings.backend == "sqlite":
-        sqlite_dir = settings.sqlite_dir
-        container = _container_sqlite_file(sqlite_dir)
-        files, whys = _candidates(_FileFor(sqlite_dir=sqlite_dir), container, environment, cwd, config_path)
+    if storage.dsn is not None:
+        return PostgresLocation(storage.dsn, storage.schema, via)
+    if storage.file_for is not None:
+        files, whys = _candidates(storage.file_for, storage.container_file, environment, cwd, config_path)
+        if not files:
+            raise ConfigError(f"{via} uses an in-memory SQLite checkpointer: nothing is stored on disk")
         return SqliteLocation(files, via, whys)
-    raise ConfigError(f"{via} selects backend {settings.backend!r}: nothing is stored on disk")
+    if storage.section == "checkpointer":
+        raise ConfigError(f"{via} has type {storage.kind!r}: nothing is stored on disk")
+    raise ConfigError(f"{via} selects backend {storage.kind!r}: nothing is stored on disk")
 
 
 def legacy_checkpointer_files(

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 
-from deerflow_ckpt.config.database import DatabaseSettings, NotAString
-from deerflow_ckpt.config.discovery import checkpointer_sqlite_file, sqlite_file
+from deerflow_ckpt.config.database import DatabaseSettings
+from deerflow_ckpt.config.discovery import Refused, checkpoint_storage, file_for_process
 from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.dsn import URI_SCHEME, DsnError, libpq_parameters, normalize_dsn
 from deerflow_ckpt.fileio import resolved
@@ -136,57 +136,55 @@ def sqlite_identity(path: Path) -> DatabaseIdentity:
     return DatabaseIdentity("sqlite", ("sqlite", str(real)), f"SQLite {real}")
 
 
-def _checkpointer_sqlite(connection: str | None, environ: Mapping[str, str], cwd: Path) -> DatabaseIdentity | Unlocated:
-    path = checkpointer_sqlite_file(connection, environ, cwd)
-    if path is None:
-        return Unlocated("the checkpointer: section keeps checkpoints in memory (:memory:)", in_memory=True)
-    return sqlite_identity(path)
-
-
 def checkpoint_identity(
     settings: DatabaseSettings, environ: Mapping[str, str], cwd: Path
 ) -> DatabaseIdentity | Unlocated:
-    """The database DeerFlow's checkpointer writes to under `settings`, for a process running in `cwd`.
-
-    Same choice as verify-shape's target_from_settings (checkpointer: first, then database:), but
-    without needing the file to exist and without touching the network.
-    """
-    override = settings.checkpointer
-    if override is not None:
-        if override.kind is None:
+    """The database DeerFlow's checkpointer writes to under `settings`, for a process running in `cwd` with
+    `environ`: discovery's checkpoint_storage (the same decision verify-shape's database_location takes), without
+    needing the file to exist and without touching the network."""
+    storage = checkpoint_storage(settings)
+    refused = storage.refused
+    if storage.section == "checkpointer":
+        if refused is Refused.NO_TYPE:
             return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=Refusal.LOAD)
-        if isinstance(override.connection_string, NotAString):
-            return Unlocated(override.connection_string.problem, refused=Refusal.LOAD)
-        if override.kind == "sqlite":
-            return _checkpointer_sqlite(override.connection_string, environ, cwd)
-        if override.kind == "postgres":
-            if not override.connection_string:
-                # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
-                return Unlocated(
-                    "postgres without a connection_string: DeerFlow accepts the section when it loads the config, then "
-                    "stops at startup with "
-                    '"checkpointer.connection_string is required for the postgres backend"',
-                    refused=Refusal.STARTUP,
-                )
-            return _postgres_or_unlocated(override.connection_string, override.postgres_schema or "")
-        return Unlocated(f"the checkpointer: section has type {override.kind}: nothing is stored", in_memory=True)
-    if settings.backend == "sqlite":
-        return sqlite_identity(sqlite_file(settings.sqlite_dir, cwd))
-    if settings.backend == "postgres":
-        if settings.postgres_url is None:
-            return Unlocated(f"postgres_url comes from ${settings.postgres_url_reference}, which is not set here")
-        if isinstance(settings.postgres_url, NotAString):
-            return Unlocated(settings.postgres_url.problem, refused=Refusal.LOAD)
-        if not settings.postgres_url:
-            # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
+        if refused is Refused.UNKNOWN_TYPE:
             return Unlocated(
-                "postgres without a postgres_url: DeerFlow accepts the section when it loads the config, then stops at "
-                "startup with "
-                '"database.postgres_url is required for the postgres backend"',
+                f"the checkpointer: section has type {storage.kind}, which DeerFlow refuses", refused=Refusal.LOAD
+            )
+        if refused is Refused.BAD_SCHEMA:
+            return Unlocated(
+                f"the checkpointer: section's postgres_schema {storage.problem!r} is refused by DeerFlow",
+                refused=Refusal.LOAD,
+            )
+        if refused is Refused.NO_DSN:
+            # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
+            return Unlocated(
+                "postgres without a connection_string: DeerFlow accepts the section when it loads the config, then "
+                "stops at startup with "
+                '"checkpointer.connection_string is required for the postgres backend"',
                 refused=Refusal.STARTUP,
             )
-        return _postgres_or_unlocated(settings.postgres_url, settings.postgres_schema)
-    return Unlocated(f"backend {settings.backend}: checkpoints are kept in memory", in_memory=True)
+    elif refused is Refused.NO_DSN:
+        return Unlocated(
+            "postgres without a postgres_url: DeerFlow accepts the section when it loads the config, then stops at "
+            "startup with "
+            '"database.postgres_url is required for the postgres backend"',
+            refused=Refusal.STARTUP,
+        )
+    if refused is Refused.NOT_A_STRING:
+        return Unlocated(storage.problem, refused=Refusal.LOAD)
+    if storage.reference is not None:
+        return Unlocated(f"postgres_url comes from ${storage.reference}, which is not set here")
+    if storage.dsn is not None:
+        return _postgres_or_unlocated(storage.dsn, storage.schema)
+    if storage.file_for is not None:
+        path = file_for_process(storage, environ, cwd)
+        if path is None:
+            return Unlocated("the checkpointer: section keeps checkpoints in memory (:memory:)", in_memory=True)
+        return sqlite_identity(path)
+    if storage.section == "checkpointer":
+        return Unlocated(f"the checkpointer: section has type {storage.kind}: nothing is stored", in_memory=True)
+    return Unlocated(f"backend {storage.kind}: checkpoints are kept in memory", in_memory=True)
 
 
 def _postgres_or_unlocated(dsn: str, schema: str) -> DatabaseIdentity | Unlocated:

@@ -1,0 +1,81 @@
+"""One decision for where a config's checkpoints go (config/discovery.py, checkpoint_storage): lint-config's
+identity of the database, which compares configs, and verify-shape's location, which opens it, agree on every
+kind of settings: the same SQLite file among the candidates, the same Postgres database, or both no database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow_ckpt.config.database import read_database_settings
+from deerflow_ckpt.config.discovery import DeerFlowEnvironment, Refused, checkpoint_storage, database_location
+from deerflow_ckpt.config.identity import DatabaseIdentity, Refusal, Unlocated, checkpoint_identity, postgres_identity
+from deerflow_ckpt.errors import ConfigError
+from deerflow_ckpt.locations import PostgresLocation, SqliteLocation
+
+DSN = "postgresql://app@db.internal:5433/deerflow"
+ENVIRON = {"DEER_FLOW_HOME": "/srv/deerflow-home", "SET_URL": DSN}
+
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "database sqlite, default dir": ({"database": {"backend": "sqlite"}}, "sqlite"),
+    "database sqlite, own dir": ({"database": {"backend": "sqlite", "sqlite_dir": "state/db"}}, "sqlite"),
+    "database postgres": ({"database": {"backend": "postgres", "postgres_url": DSN}}, "postgres"),
+    "database postgres from a variable": (
+        {"database": {"backend": "postgres", "postgres_url": "$SET_URL"}},
+        "postgres",
+    ),
+    "database postgres, unset variable": ({"database": {"backend": "postgres", "postgres_url": "$NOT_SET"}}, "unset"),
+    "database postgres, empty url": ({"database": {"backend": "postgres", "postgres_url": ""}}, "startup"),
+    "database postgres, url not a string": ({"database": {"backend": "postgres", "postgres_url": 5}}, "load"),
+    "database memory": ({"database": {"backend": "memory"}}, "memory"),
+    "checkpointer sqlite, default file": ({"checkpointer": {"type": "sqlite"}}, "sqlite"),
+    "checkpointer sqlite, relative": ({"checkpointer": {"type": "sqlite", "connection_string": "cp/x.db"}}, "sqlite"),
+    "checkpointer sqlite, absolute": ({"checkpointer": {"type": "sqlite", "connection_string": "/var/x.db"}}, "sqlite"),
+    "checkpointer sqlite, URI": (
+        {"checkpointer": {"type": "sqlite", "connection_string": "file:u.db?mode=rwc"}},
+        "sqlite",
+    ),
+    "checkpointer sqlite, :memory:": ({"checkpointer": {"type": "sqlite", "connection_string": ":memory:"}}, "memory"),
+    "checkpointer memory": ({"checkpointer": {"type": "memory"}}, "memory"),
+    "checkpointer postgres": ({"checkpointer": {"type": "postgres", "connection_string": DSN}}, "postgres"),
+    "checkpointer postgres, no DSN": ({"checkpointer": {"type": "postgres"}}, "startup"),
+    "checkpointer postgres over database sqlite": (
+        {"database": {"backend": "sqlite"}, "checkpointer": {"type": "postgres", "connection_string": DSN}},
+        "postgres",
+    ),
+    "checkpointer without a type": ({"checkpointer": {"connection_string": "x.db"}}, "load"),
+    "checkpointer of another type": ({"checkpointer": {"type": "redis"}}, "load"),
+    "checkpointer with a refused schema": (
+        {"checkpointer": {"type": "postgres", "connection_string": DSN, "postgres_schema": "Bad-Name"}},
+        "load",
+    ),
+}
+
+
+@pytest.mark.parametrize(("data", "outcome"), list(CASES.values()), ids=list(CASES))
+def test_lint_configs_identity_and_verify_shapes_location_agree(
+    data: dict[str, Any], outcome: str, tmp_path: Path
+) -> None:
+    settings = read_database_settings(data, ENVIRON)
+    identity = checkpoint_identity(settings, ENVIRON, tmp_path)
+    try:
+        location = database_location(settings, tmp_path / "config.yaml", DeerFlowEnvironment(ENVIRON, None), tmp_path)
+    except ConfigError:
+        location = None
+    storage = checkpoint_storage(settings)
+    if outcome == "sqlite":
+        assert isinstance(identity, DatabaseIdentity) and isinstance(location, SqliteLocation)
+        assert identity.key[1] in {str(candidate) for candidate in location.candidates}
+    elif outcome == "postgres":
+        assert isinstance(identity, DatabaseIdentity) and isinstance(location, PostgresLocation)
+        assert postgres_identity(location.dsn, location.schema) == identity
+    else:
+        assert isinstance(identity, Unlocated) and location is None
+        assert identity.in_memory is (outcome == "memory")
+        refusals = {"load": Refusal.LOAD, "startup": Refusal.STARTUP}
+        assert identity.refused is refusals.get(outcome)
+        assert (storage.refused is not None) is (outcome in refusals)
+        assert storage.refused is None or storage.refused.at_startup is (outcome == "startup")
+    assert (storage.refused is Refused.NO_DSN) is (outcome == "startup")
