@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from benchmarks.bench_verify_shape import compiled_path_problem
-from tests.conftest import BuiltDatabase
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,10 +33,12 @@ def test_the_compiled_path_is_what_this_checkout_measures() -> None:
     assert compiled_path_problem("postgres") is None
 
 
-def test_the_scan_benchmark_refuses_the_python_path(built_sqlite: BuiltDatabase) -> None:
-    refused = _bench("sqlite", built_sqlite.db, native="0")
+def test_the_scan_benchmark_refuses_the_python_path(tmp_path: Path) -> None:
+    # A store that is not there: the refusal comes before anything is read.
+    refused = _bench("sqlite", str(tmp_path / "absent.db"), native="0")
     assert refused.returncode == 2
     assert refused.stderr.startswith(
         "refusing to measure the Python path without --python-path: the compiled judge is not loaded ("
     )
     assert "deerflow_ckpt imported from " in refused.stderr and refused.stdout == ""
+    assert not (tmp_path / "absent.db").exists()

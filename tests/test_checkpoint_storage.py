@@ -10,25 +10,32 @@ from typing import Any
 import pytest
 
 from deerflow_ckpt.config.database import read_database_settings
-from deerflow_ckpt.config.discovery import DeerFlowEnvironment, Refused, checkpoint_storage, database_location
-from deerflow_ckpt.config.identity import DatabaseIdentity, Refusal, Unlocated, checkpoint_identity, postgres_identity
+from deerflow_ckpt.config.discovery import (
+    DeerFlowEnvironment,
+    Refusal,
+    RefusedFor,
+    checkpoint_storage,
+    database_location,
+)
+from deerflow_ckpt.config.identity import DatabaseIdentity, Unlocated, checkpoint_identity, postgres_identity
 from deerflow_ckpt.errors import ConfigError
 from deerflow_ckpt.locations import PostgresLocation, SqliteLocation
 
 DSN = "postgresql://app@db.internal:5433/deerflow"
-ENVIRON = {"DEER_FLOW_HOME": "/srv/deerflow-home", "SET_URL": DSN}
+ENVIRON = {"DEER_FLOW_HOME": "/srv/deerflow-home", "DATABASE_URL": DSN}
 
 CASES: dict[str, tuple[dict[str, Any], str]] = {
     "database sqlite, default dir": ({"database": {"backend": "sqlite"}}, "sqlite"),
     "database sqlite, own dir": ({"database": {"backend": "sqlite", "sqlite_dir": "state/db"}}, "sqlite"),
     "database postgres": ({"database": {"backend": "postgres", "postgres_url": DSN}}, "postgres"),
     "database postgres from a variable": (
-        {"database": {"backend": "postgres", "postgres_url": "$SET_URL"}},
+        {"database": {"backend": "postgres", "postgres_url": "$DATABASE_URL"}},
         "postgres",
     ),
-    "database postgres, unset variable": ({"database": {"backend": "postgres", "postgres_url": "$NOT_SET"}}, "unset"),
+    "database postgres, unset variable": ({"database": {"backend": "postgres", "postgres_url": "$MISSING"}}, "unset"),
     "database postgres, empty url": ({"database": {"backend": "postgres", "postgres_url": ""}}, "startup"),
     "database postgres, url not a string": ({"database": {"backend": "postgres", "postgres_url": 5}}, "load"),
+    "database postgres, null url": ({"database": {"backend": "postgres", "postgres_url": None}}, "load"),
     "database memory": ({"database": {"backend": "memory"}}, "memory"),
     "checkpointer sqlite, default file": ({"checkpointer": {"type": "sqlite"}}, "sqlite"),
     "checkpointer sqlite, relative": ({"checkpointer": {"type": "sqlite", "connection_string": "cp/x.db"}}, "sqlite"),
@@ -76,6 +83,16 @@ def test_lint_configs_identity_and_verify_shapes_location_agree(
         assert identity.in_memory is (outcome == "memory")
         refusals = {"load": Refusal.LOAD, "startup": Refusal.STARTUP}
         assert identity.refused is refusals.get(outcome)
-        assert (storage.refused is not None) is (outcome in refusals)
-        assert storage.refused is None or storage.refused.at_startup is (outcome == "startup")
-    assert (storage.refused is Refused.NO_DSN) is (outcome == "startup")
+        assert storage.refusal is refusals.get(outcome)
+    assert (storage.refused_for is RefusedFor.NO_DSN) is (outcome == "startup")
+
+
+def test_a_null_postgres_url_is_refused_as_deerflow_refuses_it(tmp_path: Path) -> None:
+    """DatabaseConfig's postgres_url is a str: pydantic refuses null when the file loads (no $VAR is involved)."""
+    settings = read_database_settings({"database": {"backend": "postgres", "postgres_url": None}}, {})
+    with pytest.raises(ConfigError) as refused:
+        database_location(settings, tmp_path / "config.yaml", DeerFlowEnvironment({}, None), tmp_path)
+    assert str(refused.value) == (
+        f"database: section of {tmp_path / 'config.yaml'}: database.postgres_url is null, not a string: DeerFlow "
+        "refuses it (Input should be a valid string)"
+    )

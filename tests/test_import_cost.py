@@ -174,8 +174,8 @@ def demo_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # The database commands run from a DeerFlow project, as an operator runs them: the config is found and read (PyYAML),
-# and nothing validates values, so pydantic stays out, as do the drivers, LangGraph and multiprocessing. Only
-# inspect storage's passes run in a pool (concurrent.futures, commands/worker_pool.py).
+# and nothing validates values, so pydantic stays out, as do the drivers, LangGraph and multiprocessing (inspect
+# storage's passes start a pool only for a file past store/storage_sqlite.py's SPLIT_BYTES; the demo is smaller).
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "code"),

@@ -18,6 +18,7 @@ from deerflow_ckpt.analysis.timeline import (
     build_timeline,
     judge_thread,
 )
+from deerflow_ckpt.report.timeline_text import SHOWN_UNPLACED, unplaced_lines
 from deerflow_ckpt.store.clock import boundary_id
 from deerflow_ckpt.store.records import CheckpointRecord, Shape
 
@@ -227,3 +228,41 @@ def test_epochs_that_fit_two_classes_are_listed_by_their_own_cadence_and_time() 
     assert unplaced.last_time_ns == START + (360 + 10) * 10**9
     assert set(unplaced.fits) == {"K=10", next(label for label in labels if label.startswith("K>="))}
     assert list(unplaced.fits) == [label for label in labels if label in unplaced.fits]  # in time order
+
+
+def test_a_thread_written_at_two_other_cadences_is_named_after_the_one_that_wrote_last() -> None:
+    """K=1000, then K=10, with K=3 in force: the time a finding gives is K=10's, so the finding names K=10."""
+    steady = [Thread(f"k3-{n}").run(3, 0, 3600, 60) for n in range(3)]
+    mixed = Thread("mixed").run(1000, 0, 1800, 60).run(10, 1800, 3600, 20)
+    by_thread, timeline = timeline_of([*steady, mixed], 3)
+    judgement = judge_thread(timeline, by_thread["mixed"])
+    assert judgement.verdict is Verdict.CONCURRENT and judgement.latest is not None
+    (named,) = [c for c in timeline.classes if c.label == judgement.other]
+    assert named.label == "K=10"
+    assert named.first_time_ns is not None and named.last_time_ns is not None
+    assert named.first_time_ns <= judgement.latest.time_ns <= named.last_time_ns
+
+
+def test_many_cadences_no_class_holds_are_listed_a_few_then_counted() -> None:
+    """Short threads of a K=1000 worker (n writes: K>=n+1) beside K=3, K=10 and K=1000 classes fit several classes.
+    Those K=3, in force, cannot explain come first, a few of them; the rest are counted on one line."""
+    steady = [Thread(f"k3-{n}").run(3, 0, 3600, 60) for n in range(3)]
+    k10 = Thread("k10").run(10, 0, 3600, 20)
+    worker = Thread("k1000").run(1000, 0, 3600, 20)
+    short = [Thread(f"short-{n}").run(1000, 600 + 60 * n, 600 + 60 * n + n, 1) for n in range(1, 10)]
+    _, timeline = timeline_of([*steady, k10, worker, *short], 3)
+    groups = timeline.unplaced()
+    assert sorted(group.label for group in groups) == sorted(f"K>={n + 1}" for n in range(1, 10))
+    assert {group.label for group in groups if group.fits_in_force} == {"K>=2", "K>=3"}
+    assert all(group.epochs == group.threads == 1 for group in groups)
+    lines = unplaced_lines(timeline)
+    shown = [group for group in groups if not group.fits_in_force][:SHOWN_UNPLACED]
+    assert len(lines) == SHOWN_UNPLACED + 1
+    assert [line.split()[2] for line in lines[:-1]] == [group.label for group in shown]
+    assert lines[-1] == "not placed: 4 epochs of 4 more cadences (json: timeline.unplaced)"
+    # Without the short threads K=3 cannot explain, the rest is one line that says so.
+    fitting = [epoch for epoch in timeline.ambiguous if epoch.lower is not None and epoch.lower <= 3]
+    explained = build_timeline([*fitting, *(e for c in timeline.classes for e in c.epochs)], TimelineSettings(), 3)
+    assert unplaced_lines(explained) == [
+        "not placed: 2 epochs of 2 cadences, which the cadence in force explains too (json: timeline.unplaced)"
+    ]

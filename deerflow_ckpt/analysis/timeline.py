@@ -192,15 +192,19 @@ def _admits_point(epoch: Epoch, point: int | None) -> bool:
 
 @dataclass(frozen=True)
 class UnplacedEpochs:
-    """Ambiguous epochs of one cadence (by their own bounds, as inspect thread and the findings name it): too few
-    snapshots to tell which of the classes they fit wrote them."""
+    """Ambiguous epochs of one cadence (by their own bounds, as the findings name it): too few snapshots to tell
+    which of the classes they fit wrote them."""
 
     label: str
     first_time_ns: int | None
     last_time_ns: int | None
     threads: int
-    # The classes they fit, in time order (empty where the one they fit held no epoch of its own).
+    epochs: int
+    checkpoints: int
+    # The classes they fit, in time order.
     fits: tuple[str, ...]
+    # The cadence in force explains every one of them: no finding quotes them.
+    fits_in_force: bool
 
 
 @dataclass
@@ -235,7 +239,7 @@ class Timeline:
 
     def unplaced(self) -> list[UnplacedEpochs]:
         """The ambiguous epochs grouped by their own cadence, the first written first: what a reader who saw that
-        cadence in a thread or a finding looks for when no class of that name covers the time."""
+        cadence in a finding looks for when no class of that name covers the time."""
         groups: dict[str, list[Epoch]] = {}
         for epoch in self.ambiguous:
             groups.setdefault(bounds_label(epoch.lower, epoch.upper), []).append(epoch)
@@ -245,7 +249,10 @@ class Timeline:
                 earliest_time_ns(epoch.first_id for epoch in epochs),
                 earliest_time_ns((epoch.last_id for epoch in epochs), latest=True),
                 len({epoch.thread_id for epoch in epochs}),
+                len(epochs),
+                sum(epoch.checkpoints for epoch in epochs),
                 tuple(c.label for c in self.classes if any(_admits_point(epoch, c.point) for epoch in epochs)),
+                self.current is not None and all(self.fits_current(epoch) for epoch in epochs),
             )
             for label, epochs in groups.items()
         ]
@@ -487,12 +494,15 @@ def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement
         if _RANK[judgement.verdict] > _RANK[worst.verdict]:
             worst = judgement
         elif judgement.verdict is worst.verdict and worst.verdict is not Verdict.FITS:
+            # Named after the epoch that wrote the latest of them: a finding gives that time for that cadence.
+            latest, before = judgement.latest, worst.latest
+            named = judgement if latest is not None and (before is None or latest.time_ns > before.time_ns) else worst
             worst = ThreadJudgement(
                 worst.verdict,
                 _later(worst.counter, judgement.counter),
                 _later(worst.interval, judgement.interval),
-                worst.other,
-                worst.since_ns,
+                named.other,
+                named.since_ns,
                 worst.leftover or judgement.leftover,
             )
     return worst

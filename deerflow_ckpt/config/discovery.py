@@ -27,9 +27,9 @@ import os
 import posixpath
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
 
 from deerflow_ckpt.config import dotenv_file
@@ -562,20 +562,24 @@ class _FileFor:
         return checkpointer_sqlite_file(self.connection, launch.environment.variables, launch.directory)
 
 
-class Refused(StrEnum):
-    """Why DeerFlow gives up on the settings that decide where checkpoints go."""
+class Refusal(Enum):
+    """When DeerFlow gives up on settings: loading the file, or starting the process that loaded it."""
 
-    # AppConfig.from_file raises (pydantic rejects the checkpointer: section): nothing of the file is used.
+    # AppConfig.from_file raises (pydantic rejects a value): nothing of the file is used.
+    LOAD = "load"
+    # DeerFlow's loader accepts the value; the checkpointer or store provider raises when the process starts.
+    STARTUP = "startup"
+
+
+class RefusedFor(StrEnum):
+    """What DeerFlow refuses in the settings that decide where checkpoints go."""
+
     NO_TYPE = "no type"
     UNKNOWN_TYPE = "unknown type"
     BAD_SCHEMA = "bad schema"
     NOT_A_STRING = "not a string"
-    # Accepted when the file loads; the checkpointer and store providers raise when the process starts.
+    # Refused at startup: the providers raise "... is required for the postgres backend".
     NO_DSN = "no dsn"
-
-    @property
-    def at_startup(self) -> bool:
-        return self is Refused.NO_DSN
 
 
 @dataclass(frozen=True)
@@ -583,20 +587,25 @@ class CheckpointStorage:
     """Where DeerFlow's checkpointer keeps checkpoints under a config's settings: the section that decides (a
     `checkpointer:` section overrides `database:`, runtime/checkpointer/provider.py) and what it names."""
 
-    # "checkpointer" or "database".
-    section: str
+    section: Literal["checkpointer", "database"]
     # Its type or backend as written: "sqlite", "postgres", "memory" (or, refused, what it says).
     kind: str | None
-    refused: Refused | None = None
-    # NOT_A_STRING: the reader's words for the value; BAD_SCHEMA: the schema.
+    refused_for: RefusedFor | None = None
+    # NOT_A_STRING: the value named, never shown.
     problem: str = ""
     # sqlite: the file each launch uses, and that file inside DeerFlow's container (None: in memory).
     file_for: _FileFor | None = None
     container_file: str | None = None
-    # postgres: the DSN (None: from a $VAR not set here, named by `reference`) and the schema.
+    # postgres: the DSN, or the $VAR it comes from when that is not set here; the schema (BAD_SCHEMA: the refused one).
     dsn: str | None = None
-    reference: str | None = None
+    unset_reference: str | None = None
     schema: str = ""
+
+    @property
+    def refusal(self) -> Refusal | None:
+        if self.refused_for is None:
+            return None
+        return Refusal.STARTUP if self.refused_for is RefusedFor.NO_DSN else Refusal.LOAD
 
 
 def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
@@ -609,42 +618,46 @@ def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
     if override is not None:
         kind = override.kind
         if kind is None:
-            return CheckpointStorage("checkpointer", kind, Refused.NO_TYPE)
+            return CheckpointStorage("checkpointer", kind, RefusedFor.NO_TYPE)
         if kind not in ("memory", "sqlite", "postgres"):
-            return CheckpointStorage("checkpointer", kind, Refused.UNKNOWN_TYPE)
+            return CheckpointStorage("checkpointer", kind, RefusedFor.UNKNOWN_TYPE)
         if override.postgres_schema and not is_schema_name(override.postgres_schema):
-            return CheckpointStorage("checkpointer", kind, Refused.BAD_SCHEMA, override.postgres_schema)
+            return CheckpointStorage("checkpointer", kind, RefusedFor.BAD_SCHEMA, schema=override.postgres_schema)
         connection = override.connection_string
         if isinstance(connection, NotAString):
-            return CheckpointStorage("checkpointer", kind, Refused.NOT_A_STRING, connection.problem)
+            return CheckpointStorage("checkpointer", kind, RefusedFor.NOT_A_STRING, connection.problem)
         if kind == "postgres":
             if not connection:
-                return CheckpointStorage("checkpointer", kind, Refused.NO_DSN)
+                return CheckpointStorage("checkpointer", kind, RefusedFor.NO_DSN)
             return CheckpointStorage("checkpointer", kind, dsn=connection, schema=override.postgres_schema or "")
         if kind == "sqlite":
-            container = _container_checkpointer_file(connection)
+            file_for = _FileFor(connection=connection)
             return CheckpointStorage(
-                "checkpointer", kind, file_for=_FileFor(connection=connection), container_file=container
+                "checkpointer", kind, file_for=file_for, container_file=_container_checkpointer_file(connection)
             )
         return CheckpointStorage("checkpointer", kind)
     backend = settings.backend
     if backend == "postgres":
         url = settings.postgres_url
+        if url is None and settings.postgres_url_reference is None:
+            # A null postgres_url: DatabaseConfig's field is a str, so pydantic refuses the file.
+            problem = (
+                "database.postgres_url is null, not a string: DeerFlow refuses it (Input should be a valid string)"
+            )
+            return CheckpointStorage("database", backend, RefusedFor.NOT_A_STRING, problem)
         if url is None:
-            return CheckpointStorage("database", backend, reference=settings.postgres_url_reference)
+            return CheckpointStorage("database", backend, unset_reference=settings.postgres_url_reference)
         if isinstance(url, NotAString):
-            return CheckpointStorage("database", backend, Refused.NOT_A_STRING, url.problem)
+            return CheckpointStorage("database", backend, RefusedFor.NOT_A_STRING, url.problem)
         if not url:
             # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
-            return CheckpointStorage("database", backend, Refused.NO_DSN)
+            return CheckpointStorage("database", backend, RefusedFor.NO_DSN)
         return CheckpointStorage("database", backend, dsn=url, schema=settings.postgres_schema)
     if backend == "sqlite":
         sqlite_dir = settings.sqlite_dir
+        file_for = _FileFor(sqlite_dir=sqlite_dir)
         return CheckpointStorage(
-            "database",
-            backend,
-            file_for=_FileFor(sqlite_dir=sqlite_dir),
-            container_file=_container_sqlite_file(sqlite_dir),
+            "database", backend, file_for=file_for, container_file=_container_sqlite_file(sqlite_dir)
         )
     return CheckpointStorage("database", backend)
 
@@ -663,28 +676,28 @@ def database_location(
     storage = checkpoint_storage(settings)
     if storage.section == "checkpointer":
         via = f"checkpointer: section of {config_path} (it overrides database:)"
-        if storage.refused is Refused.NO_TYPE:
+        if storage.refused_for is RefusedFor.NO_TYPE:
             raise ConfigError(f"{via} has no type: DeerFlow refuses this config (checkpointer.type: Field required)")
-        if storage.refused is Refused.UNKNOWN_TYPE:
+        if storage.refused_for is RefusedFor.UNKNOWN_TYPE:
             raise ConfigError(
                 f"{via} has type {storage.kind!r}: DeerFlow refuses this config (memory, sqlite or postgres)"
             )
-        if storage.refused is Refused.BAD_SCHEMA:
+        if storage.refused_for is RefusedFor.BAD_SCHEMA:
             raise ConfigError(
-                f"{via}: postgres_schema {storage.problem!r} is not a plain lowercase PostgreSQL identifier; "
+                f"{via}: postgres_schema {storage.schema!r} is not a plain lowercase PostgreSQL identifier; "
                 "DeerFlow refuses this config"
             )
-        if storage.refused is Refused.NOT_A_STRING:
+        if storage.refused_for is RefusedFor.NOT_A_STRING:
             raise ConfigError(f"{via}: {storage.problem}")
-        if storage.refused is Refused.NO_DSN:
+        if storage.refused_for is RefusedFor.NO_DSN:
             raise ConfigError(f"{via} has type postgres but no connection_string")
     else:
         via = f"database: section of {config_path}"
-        if storage.kind == "postgres" and storage.dsn is None and storage.refused is None:
-            raise ConfigError(f"{via}: postgres_url refers to ${storage.reference}, which is not set")
-        if storage.refused is Refused.NOT_A_STRING:
+        if storage.unset_reference is not None:
+            raise ConfigError(f"{via}: postgres_url refers to ${storage.unset_reference}, which is not set")
+        if storage.refused_for is RefusedFor.NOT_A_STRING:
             raise ConfigError(f"{via}: {storage.problem}")
-        if storage.refused is Refused.NO_DSN:
+        if storage.refused_for is RefusedFor.NO_DSN:
             raise ConfigError(f"{via}: database.postgres_url is required for the postgres backend")
     if storage.dsn is not None:
         return PostgresLocation(storage.dsn, storage.schema, via)

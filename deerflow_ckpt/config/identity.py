@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from enum import Enum
 from pathlib import Path
 
 from deerflow_ckpt.config.database import DatabaseSettings
-from deerflow_ckpt.config.discovery import Refused, checkpoint_storage, file_for_process
+from deerflow_ckpt.config.discovery import Refusal, RefusedFor, checkpoint_storage, file_for_process
 from deerflow_ckpt.dataclass import dataclass
 from deerflow_ckpt.dsn import URI_SCHEME, DsnError, libpq_parameters, normalize_dsn
 from deerflow_ckpt.fileio import resolved
@@ -33,15 +32,6 @@ class DatabaseIdentity:
     key: tuple[str, ...]
     # For people: a path, or host:port/dbname and schema; never a user or password.
     display: str
-
-
-class Refusal(Enum):
-    """When DeerFlow gives up on settings: loading the file, or starting the process that loaded it."""
-
-    # AppConfig.from_file raises (pydantic rejects a value): nothing of the file is used.
-    LOAD = "load"
-    # DeerFlow's loader accepts the value; the checkpointer or store provider raises when the process starts.
-    STARTUP = "startup"
 
 
 @dataclass(frozen=True)
@@ -143,38 +133,31 @@ def checkpoint_identity(
     `environ`: discovery's checkpoint_storage (the same decision verify-shape's database_location takes), without
     needing the file to exist and without touching the network."""
     storage = checkpoint_storage(settings)
-    refused = storage.refused
-    if storage.section == "checkpointer":
-        if refused is Refused.NO_TYPE:
-            return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=Refusal.LOAD)
-        if refused is Refused.UNKNOWN_TYPE:
-            return Unlocated(
-                f"the checkpointer: section has type {storage.kind}, which DeerFlow refuses", refused=Refusal.LOAD
-            )
-        if refused is Refused.BAD_SCHEMA:
-            return Unlocated(
-                f"the checkpointer: section's postgres_schema {storage.problem!r} is refused by DeerFlow",
-                refused=Refusal.LOAD,
-            )
-        if refused is Refused.NO_DSN:
-            # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
-            return Unlocated(
-                "postgres without a connection_string: DeerFlow accepts the section when it loads the config, then "
-                "stops at startup with "
-                '"checkpointer.connection_string is required for the postgres backend"',
-                refused=Refusal.STARTUP,
-            )
-    elif refused is Refused.NO_DSN:
+    refused_for, refusal = storage.refused_for, storage.refusal
+    if refused_for is RefusedFor.NO_TYPE:
+        return Unlocated("the checkpointer: section has no type, which DeerFlow requires", refused=refusal)
+    if refused_for is RefusedFor.UNKNOWN_TYPE:
+        return Unlocated(f"the checkpointer: section has type {storage.kind}, which DeerFlow refuses", refused=refusal)
+    if refused_for is RefusedFor.BAD_SCHEMA:
         return Unlocated(
-            "postgres without a postgres_url: DeerFlow accepts the section when it loads the config, then stops at "
-            "startup with "
-            '"database.postgres_url is required for the postgres backend"',
-            refused=Refusal.STARTUP,
+            f"the checkpointer: section's postgres_schema {storage.schema!r} is refused by DeerFlow", refused=refusal
         )
-    if refused is Refused.NOT_A_STRING:
-        return Unlocated(storage.problem, refused=Refusal.LOAD)
-    if storage.reference is not None:
-        return Unlocated(f"postgres_url comes from ${storage.reference}, which is not set here")
+    if refused_for is RefusedFor.NOT_A_STRING:
+        return Unlocated(storage.problem, refused=refusal)
+    if refused_for is RefusedFor.NO_DSN:
+        # runtime/checkpointer/provider.py POSTGRES_CONN_REQUIRED, raised by both providers.
+        setting, field_name = (
+            ("connection_string", "checkpointer.connection_string")
+            if storage.section == "checkpointer"
+            else ("postgres_url", "database.postgres_url")
+        )
+        return Unlocated(
+            f"postgres without a {setting}: DeerFlow accepts the section when it loads the config, then stops at "
+            f'startup with "{field_name} is required for the postgres backend"',
+            refused=refusal,
+        )
+    if storage.unset_reference is not None:
+        return Unlocated(f"postgres_url comes from ${storage.unset_reference}, which is not set here")
     if storage.dsn is not None:
         return _postgres_or_unlocated(storage.dsn, storage.schema)
     if storage.file_for is not None:

@@ -18,8 +18,9 @@ import yaml
 
 from deerflow_ckpt.config import fields, yamlnodes
 from deerflow_ckpt.config.database import read_database_settings
+from deerflow_ckpt.config.discovery import Refusal
 from deerflow_ckpt.config.helm import embedded_config
-from deerflow_ckpt.config.identity import DatabaseIdentity, Refusal, Unlocated, checkpoint_identity
+from deerflow_ckpt.config.identity import DatabaseIdentity, Unlocated, checkpoint_identity
 from deerflow_ckpt.config.keys import (
     CADENCE_KEY,
     CHANNEL_MODE_KEY,

@@ -85,9 +85,12 @@ def timeline_to_dict(timeline: Timeline | None) -> dict[str, Any] | None:
             {
                 "cadence": group.label,
                 "threads": group.threads,
+                "epochs": group.epochs,
+                "checkpoints": group.checkpoints,
                 "first_write": _time(group.first_time_ns),
                 "last_write": _time(group.last_time_ns),
                 "fits": list(group.fits),
+                "fits_in_force": group.fits_in_force,
             }
             for group in timeline.unplaced()
         ],

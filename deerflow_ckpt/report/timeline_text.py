@@ -6,6 +6,9 @@ from __future__ import annotations
 from deerflow_ckpt.analysis.timeline import Change, ChangeKind, Timeline
 from deerflow_ckpt.store.clock import format_time
 
+# Cadences of epochs no class holds, each on a line of its own; the rest are counted.
+SHOWN_UNPLACED = 5
+
 
 def _names(labels: list[str]) -> str:
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + f" and {labels[-1]}"
@@ -62,14 +65,24 @@ def change_line(change: Change) -> str:
 
 
 def unplaced_lines(timeline: Timeline) -> list[str]:
-    """'not placed: K=10 T..T (2 threads; too few snapshots to tell which of K>=17 and K=10 wrote them)', one per
-    cadence of the epochs that fit more than one class."""
-    lines = []
-    for group in timeline.unplaced():
-        threads = f"{group.threads} thread{'s' if group.threads != 1 else ''}"
-        which = f"which of {_names(list(group.fits))}" if len(group.fits) > 1 else "which cadence"
-        lines.append(
-            f"not placed: {group.label} {format_time(group.first_time_ns)}..{format_time(group.last_time_ns)} "
-            f"({threads}; too few snapshots to tell {which} wrote them)"
-        )
+    """'not placed: K=10 T..T (2 threads; too few snapshots to tell which of K>=17 and K=10 wrote them)', one for
+    each of the first cadences the one in force cannot explain (those a finding may quote), then one line for the
+    rest: on a store with many short threads beside a large-K worker they are many, and explain nothing wrong."""
+    groups = timeline.unplaced()
+    shown = [group for group in groups if not group.fits_in_force][:SHOWN_UNPLACED]
+    lines = [
+        f"not placed: {group.label} {format_time(group.first_time_ns)}..{format_time(group.last_time_ns)} "
+        f"({_count(group.threads, 'thread')}; too few snapshots to tell which of {_names(list(group.fits))} wrote them)"
+        for group in shown
+    ]
+    rest = [group for group in groups if group not in shown]
+    if rest:
+        epochs = sum(group.epochs for group in rest)
+        cadences = _count(len(rest), "more cadence" if shown else "cadence")
+        explained = ", which the cadence in force explains too" if all(group.fits_in_force for group in rest) else ""
+        lines.append(f"not placed: {_count(epochs, 'epoch')} of {cadences}{explained} (json: timeline.unplaced)")
     return lines
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
