@@ -36,6 +36,11 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "database postgres, empty url": ({"database": {"backend": "postgres", "postgres_url": ""}}, "startup"),
     "database postgres, url not a string": ({"database": {"backend": "postgres", "postgres_url": 5}}, "load"),
     "database postgres, null url": ({"database": {"backend": "postgres", "postgres_url": None}}, "load"),
+    "database sqlite, null postgres_url": ({"database": {"backend": "sqlite", "postgres_url": None}}, "load"),
+    "checkpointer sqlite, database postgres_url not a string": (
+        {"database": {"postgres_url": ["x"]}, "checkpointer": {"type": "sqlite"}},
+        "load",
+    ),
     "database memory": ({"database": {"backend": "memory"}}, "memory"),
     "checkpointer sqlite, default file": ({"checkpointer": {"type": "sqlite"}}, "sqlite"),
     "checkpointer sqlite, relative": ({"checkpointer": {"type": "sqlite", "connection_string": "cp/x.db"}}, "sqlite"),

@@ -19,7 +19,8 @@ from deerflow_ckpt.analysis.timeline import (
     judge_thread,
 )
 from deerflow_ckpt.report.timeline_text import SHOWN_UNPLACED, unplaced_lines
-from deerflow_ckpt.store.clock import boundary_id
+from deerflow_ckpt.rules import RuleCode
+from deerflow_ckpt.store.clock import boundary_id, write_time_ns
 from deerflow_ckpt.store.records import CheckpointRecord, Shape
 
 START = 1_764_000_000 * 10**9
@@ -241,6 +242,14 @@ def test_a_thread_written_at_two_other_cadences_is_named_after_the_one_that_wrot
     assert named.label == "K=10"
     assert named.first_time_ns is not None and named.last_time_ns is not None
     assert named.first_time_ns <= judgement.latest.time_ns <= named.last_time_ns
+    # CK207 names the cadence K=3 took over from (the K=1000 worker's), with a write of that cadence's.
+    (taken_over,) = timeline.prior
+    findings = judge_in_time(timeline, by_thread, {})
+    (leftover,) = [f for f in findings if f.rule is RuleCode.CK207]
+    assert leftover.message.startswith(f"the {taken_over.label} cadence, which K=3 took over from, still wrote")
+    assert leftover.checkpoint_id is not None and taken_over.first_time_ns is not None
+    assert taken_over.last_time_ns is not None
+    assert taken_over.first_time_ns <= write_time_ns(leftover.checkpoint_id) <= taken_over.last_time_ns
 
 
 def test_many_cadences_no_class_holds_are_listed_a_few_then_counted() -> None:
@@ -259,10 +268,13 @@ def test_many_cadences_no_class_holds_are_listed_a_few_then_counted() -> None:
     shown = [group for group in groups if not group.fits_in_force][:SHOWN_UNPLACED]
     assert len(lines) == SHOWN_UNPLACED + 1
     assert [line.split()[2] for line in lines[:-1]] == [group.label for group in shown]
-    assert lines[-1] == "not placed: 4 epochs of 4 more cadences (json: timeline.unplaced)"
+    assert lines[-1] == (
+        "not placed: 4 epochs of 4 more cadences, 2 of which the cadence in force cannot explain (each listed with "
+        "--format json)"
+    )
     # Without the short threads K=3 cannot explain, the rest is one line that says so.
     fitting = [epoch for epoch in timeline.ambiguous if epoch.lower is not None and epoch.lower <= 3]
     explained = build_timeline([*fitting, *(e for c in timeline.classes for e in c.epochs)], TimelineSettings(), 3)
     assert unplaced_lines(explained) == [
-        "not placed: 2 epochs of 2 cadences, which the cadence in force explains too (json: timeline.unplaced)"
+        "not placed: 2 epochs of 2 cadences, which the cadence in force explains too (each listed with --format json)"
     ]

@@ -47,9 +47,10 @@ def judge_in_time(
             judged.extend(found)
             continue
         judged.extend(kept for finding in found if (kept := _in_time(finding, judgement, timeline, since)))
-        latest = judgement.latest
-        if judgement.leftover and latest is not None and (since is None or latest.checkpoint_id >= since):
-            judged.append(_leftover_writer(thread_id, judgement, timeline))
+        writer = judgement.leftover_writer
+        latest = writer.latest if writer is not None else None
+        if writer is not None and latest is not None and (since is None or latest.checkpoint_id >= since):
+            judged.append(_leftover_writer(thread_id, writer, timeline))
     judged.extend(database_changes(timeline, since))
     return judged
 
@@ -80,10 +81,12 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
     force, one that names a checkpoint written clearly before the change (history) is re-pointed at the
     latest write that was not, or dropped when that cadence wrote no such evidence after the change."""
     written = write_time_ns(finding.checkpoint_id) if finding.checkpoint_id else None
-    began = judgement.since_ns
+    # The mark this rule rests on, with the start of the cadence in force against the cadence that wrote it.
+    source = judgement.source(counter=finding.rule == RuleCode.CK201)
+    began = source.since_ns
     skew = timeline.settings.clock_skew_ns
     history = written is not None and began is not None and written < began - skew
-    mark = judgement.counter if finding.rule == RuleCode.CK201 else judgement.interval
+    mark = source.counter if finding.rule == RuleCode.CK201 else source.interval
     if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
         return None
     if not history or mark is None or (since is not None and mark.checkpoint_id < since):
@@ -96,7 +99,7 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
         finding,
         checkpoint_id=mark.checkpoint_id,
         step=mark.step,
-        message=f"{what} {_when(mark, judgement, timeline)}, which {_in_force(timeline)} cannot write",
+        message=f"{what} {_when(mark, source, timeline)}, which {_in_force(timeline)} cannot write",
     )
 
 

@@ -19,7 +19,7 @@ written: history before a clean change is no violation of today's K.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from functools import cached_property
 
@@ -473,6 +473,21 @@ class ThreadJudgement:
     since_ns: int | None = None
     # The cadence in force took over from the one that wrote them, which kept writing (an old process).
     leftover: bool = False
+    # Over a thread's epochs at this verdict, each epoch's own judgement: the one the counter came from, the one the
+    # interval came from, and the latest whose cadence kept writing after the one in force took over from it. Their
+    # cadence and start go with their marks (None: this judgement is one epoch's, its own source).
+    counter_source: ThreadJudgement | None = None
+    interval_source: ThreadJudgement | None = None
+    leftover_source: ThreadJudgement | None = None
+
+    def source(self, counter: bool) -> ThreadJudgement:
+        """The epoch judgement the counter (else the interval) came from."""
+        return (self.counter_source if counter else self.interval_source) or self
+
+    @property
+    def leftover_writer(self) -> ThreadJudgement | None:
+        """The epoch judgement a CK207 names: the latest old cadence still writing (None: none did)."""
+        return (self.leftover_source or self) if self.leftover else None
 
     @property
     def latest(self) -> Mark | None:
@@ -480,32 +495,57 @@ class ThreadJudgement:
 
 
 def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement:
-    """The worst verdict over a thread's conversation epochs."""
+    """The worst verdict over a thread's conversation epochs; with several epochs at it, the latest counter, the
+    latest interval and the latest old writer, each with the epoch judgement it came from."""
     current = timeline.current
     if current is None:
         return ThreadJudgement(Verdict.UNKNOWN)
-    worst = ThreadJudgement(Verdict.FITS)
     expected = timeline.expected
     lower, upper = (expected, expected) if expected is not None else (current.lower, current.upper)
-    for epoch in epochs:
-        if timeline.fits_current(epoch):
-            continue
-        judgement = _judge_epoch(timeline, epoch, lower, upper)
-        if _RANK[judgement.verdict] > _RANK[worst.verdict]:
-            worst = judgement
-        elif judgement.verdict is worst.verdict and worst.verdict is not Verdict.FITS:
-            # Named after the epoch that wrote the latest of them: a finding gives that time for that cadence.
-            latest, before = judgement.latest, worst.latest
-            named = judgement if latest is not None and (before is None or latest.time_ns > before.time_ns) else worst
-            worst = ThreadJudgement(
-                worst.verdict,
-                _later(worst.counter, judgement.counter),
-                _later(worst.interval, judgement.interval),
-                named.other,
-                named.since_ns,
-                worst.leftover or judgement.leftover,
-            )
-    return worst
+    judged = [_judge_epoch(timeline, epoch, lower, upper) for epoch in epochs if not timeline.fits_current(epoch)]
+    if not judged:
+        return ThreadJudgement(Verdict.FITS)
+    verdict = max((judgement.verdict for judgement in judged), key=_RANK.__getitem__)
+    worst = [judgement for judgement in judged if judgement.verdict is verdict]
+    if len(worst) == 1:
+        return worst[0]
+    counter_source = _latest_by(worst, lambda judgement: judgement.counter)
+    interval_source = _latest_by(worst, lambda judgement: judgement.interval)
+    counter = counter_source.counter if counter_source is not None else None
+    interval = interval_source.interval if interval_source is not None else None
+    if counter is None and interval is None:
+        return worst[0]  # epochs without a timed mark: nothing to name or date
+    # Named after the epoch that wrote the latest of them (`latest`): a finding gives that time for that cadence.
+    named = counter_source if _later(counter, interval) is counter else interval_source
+    assert named is not None
+    return ThreadJudgement(
+        verdict,
+        counter,
+        interval,
+        named.other,
+        named.since_ns,
+        any(judgement.leftover for judgement in worst),
+        counter_source,
+        interval_source,
+        _latest_by([judgement for judgement in worst if judgement.leftover], lambda judgement: judgement.latest),
+    )
+
+
+def _latest_by(
+    judgements: Sequence[ThreadJudgement], mark_of: Callable[[ThreadJudgement], Mark | None]
+) -> ThreadJudgement | None:
+    """The judgement whose mark is the latest (the first of equals); None when none has one."""
+    found: ThreadJudgement | None = None
+    for judgement in judgements:
+        mark = mark_of(judgement)
+        if mark is not None and (found is None or mark.time_ns > _time_of(mark_of(found))):
+            found = judgement
+    return found
+
+
+def _time_of(mark: Mark | None) -> int:
+    assert mark is not None
+    return mark.time_ns
 
 
 def _later(a: Mark | None, b: Mark | None) -> Mark | None:

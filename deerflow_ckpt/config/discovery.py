@@ -614,6 +614,14 @@ def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
     # Here, not at the top: with --db, or with no config, the config reader (PyYAML) is never loaded.
     from deerflow_ckpt.config.database import NotAString
 
+    # DatabaseConfig's postgres_url is a str, checked when the file loads whichever section then decides: null or a
+    # value that is not a string refuses the whole file.
+    url = settings.postgres_url
+    if url is None and settings.postgres_url_reference is None:
+        problem = "database.postgres_url is null, not a string: DeerFlow refuses it (Input should be a valid string)"
+        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, problem)
+    if isinstance(url, NotAString):
+        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, url.problem)
     override = settings.checkpointer
     if override is not None:
         kind = override.kind
@@ -638,17 +646,8 @@ def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
         return CheckpointStorage("checkpointer", kind)
     backend = settings.backend
     if backend == "postgres":
-        url = settings.postgres_url
-        if url is None and settings.postgres_url_reference is None:
-            # A null postgres_url: DatabaseConfig's field is a str, so pydantic refuses the file.
-            problem = (
-                "database.postgres_url is null, not a string: DeerFlow refuses it (Input should be a valid string)"
-            )
-            return CheckpointStorage("database", backend, RefusedFor.NOT_A_STRING, problem)
         if url is None:
             return CheckpointStorage("database", backend, unset_reference=settings.postgres_url_reference)
-        if isinstance(url, NotAString):
-            return CheckpointStorage("database", backend, RefusedFor.NOT_A_STRING, url.problem)
         if not url:
             # DatabaseConfig accepts an empty postgres_url; the checkpointer and store providers raise.
             return CheckpointStorage("database", backend, RefusedFor.NO_DSN)

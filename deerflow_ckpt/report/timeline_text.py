@@ -79,8 +79,13 @@ def unplaced_lines(timeline: Timeline) -> list[str]:
     if rest:
         epochs = sum(group.epochs for group in rest)
         cadences = _count(len(rest), "more cadence" if shown else "cadence")
-        explained = ", which the cadence in force explains too" if all(group.fits_in_force for group in rest) else ""
-        lines.append(f"not placed: {_count(epochs, 'epoch')} of {cadences}{explained} (json: timeline.unplaced)")
+        unexplained = sum(1 for group in rest if not group.fits_in_force)
+        which = (
+            f", {unexplained} of which the cadence in force cannot explain"
+            if unexplained
+            else ", which the cadence in force explains too"
+        )
+        lines.append(f"not placed: {_count(epochs, 'epoch')} of {cadences}{which} (each listed with --format json)")
     return lines
 
 
