@@ -101,3 +101,14 @@ def test_a_null_postgres_url_is_refused_as_deerflow_refuses_it(tmp_path: Path) -
         f"database: section of {tmp_path / 'config.yaml'}: database.postgres_url is null, not a string: DeerFlow "
         "refuses it (Input should be a valid string)"
     )
+
+
+def test_a_null_postgres_url_refuses_the_file_under_a_checkpointer_section_too(tmp_path: Path) -> None:
+    data = {"database": {"postgres_url": None}, "checkpointer": {"type": "sqlite"}}
+    settings = read_database_settings(data, {})
+    with pytest.raises(ConfigError) as refused:
+        database_location(settings, tmp_path / "config.yaml", DeerFlowEnvironment({}, None), tmp_path)
+    assert str(refused.value).endswith(
+        "database.postgres_url is null, not a string: DeerFlow refuses it (Input should be a valid string) (DeerFlow "
+        "checks database: under a checkpointer: section too)"
+    )

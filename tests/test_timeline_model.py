@@ -5,11 +5,13 @@ the epochs are cut from that evidence exactly as from a database's."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 
 from deerflow_ckpt.analysis.cadence_verdicts import judge_in_time
 from deerflow_ckpt.analysis.epochs import Epoch, Fronts, _cut_backwards, _epoch
+from deerflow_ckpt.analysis.shape import Finding
 from deerflow_ckpt.analysis.timeline import (
     ChangeKind,
     Timeline,
@@ -19,8 +21,8 @@ from deerflow_ckpt.analysis.timeline import (
     judge_thread,
 )
 from deerflow_ckpt.report.timeline_text import SHOWN_UNPLACED, unplaced_lines
-from deerflow_ckpt.rules import RuleCode
-from deerflow_ckpt.store.clock import boundary_id, write_time_ns
+from deerflow_ckpt.rules import RuleCode, Severity
+from deerflow_ckpt.store.clock import boundary_id, format_time, write_time_ns
 from deerflow_ckpt.store.records import CheckpointRecord, Shape
 
 START = 1_764_000_000 * 10**9
@@ -269,8 +271,8 @@ def test_many_cadences_no_class_holds_are_listed_a_few_then_counted() -> None:
     assert len(lines) == SHOWN_UNPLACED + 1
     assert [line.split()[2] for line in lines[:-1]] == [group.label for group in shown]
     assert lines[-1] == (
-        "not placed: 4 epochs of 4 more cadences, 2 of which the cadence in force cannot explain (each listed with "
-        "--format json)"
+        "not placed: 4 epochs of 4 more cadences; the cadence in force cannot explain 2 of these cadences (each "
+        "listed with --format json)"
     )
     # Without the short threads K=3 cannot explain, the rest is one line that says so.
     fitting = [epoch for epoch in timeline.ambiguous if epoch.lower is not None and epoch.lower <= 3]
@@ -278,3 +280,21 @@ def test_many_cadences_no_class_holds_are_listed_a_few_then_counted() -> None:
     assert unplaced_lines(explained) == [
         "not placed: 2 epochs of 2 cadences, which the cadence in force explains too (each listed with --format json)"
     ]
+    # With no cadence in force (no expected K, and no change every class took), nothing is said of one.
+    unjudged = build_timeline([*timeline.ambiguous, *(e for c in timeline.classes for e in c.epochs)])
+    assert unjudged.current is None
+    assert unplaced_lines(unjudged)[-1] == "not placed: 4 epochs of 4 more cadences (each listed with --format json)"
+
+
+def test_a_finding_is_named_after_the_cadence_that_wrote_its_own_epoch() -> None:
+    """K=100 in force; a thread written at K=10 and then at K=1000. Its CK202 (intervals of 10) is named after K=10,
+    with K=10's last write, though K=1000 wrote the thread later."""
+    steady = [Thread(f"k100-{n}").run(100, 0, 3600, 10) for n in range(3)]
+    mixed = Thread("mixed").run(10, 600, 1800, 20).run(1000, 1800, 3600, 10)
+    by_thread, timeline = timeline_of([*steady, mixed], 100)
+    (k10,) = [epoch for epoch in by_thread["mixed"] if epoch.lower == epoch.upper == 10]
+    interval = Finding(RuleCode.CK202, Severity.WARNING, "mixed", "", k10.last_id, None, "intervals of 10")
+    (kept,) = judge_in_time(timeline, by_thread, {"mixed": [interval]})
+    named = re.search(r"; (K\S*) still wrote at (\S+?),", kept.message)
+    assert named is not None and named[1] == "K=10", kept.message
+    assert named[2] == format_time(write_time_ns(k10.last_id))

@@ -90,7 +90,8 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
     if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
         return None
     if not history or mark is None or (since is not None and mark.checkpoint_id < since):
-        return _with_timing(finding, judgement, timeline)
+        # Named after the cadence that wrote the finding's own epoch, where the thread has several.
+        return _with_timing(finding, judgement.named_for(finding.checkpoint_id), timeline)
     if finding.rule == RuleCode.CK201:
         what = f"updates counter reaches {mark.value - 1} without a snapshot"
     else:

@@ -24,7 +24,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from deerflow_ckpt.analysis.epochs import Epoch, FirstEvidence, Fronts, Mark, earliest_time_ns, merge_fronts
-from deerflow_ckpt.dataclass import dataclass, field
+from deerflow_ckpt.dataclass import dataclass, field, replace
 
 DEFAULT_CLOCK_SKEW_NS = 5 * 1_000_000_000
 DEFAULT_ROLLING_WINDOW_NS = 15 * 60 * 1_000_000_000
@@ -479,6 +479,17 @@ class ThreadJudgement:
     counter_source: ThreadJudgement | None = None
     interval_source: ThreadJudgement | None = None
     leftover_source: ThreadJudgement | None = None
+    # Every epoch the cadence in force cannot explain, as (first id, last id, its own judgement).
+    epochs: tuple[tuple[str, str, ThreadJudgement], ...] = ()
+
+    def named_for(self, checkpoint_id: str | None) -> ThreadJudgement:
+        """What a finding at `checkpoint_id` is timed by: the cadence that wrote the epoch holding it, at that
+        cadence's latest write in the thread (this judgement when it is one epoch's, or none holds it)."""
+        own = next((j for first, last, j in self.epochs if checkpoint_id and first <= checkpoint_id <= last), None)
+        if own is None or own.latest is None:
+            return self
+        same = [judgement for _, _, judgement in self.epochs if judgement.other == own.other]
+        return _latest_by(same, lambda judgement: judgement.latest) or own
 
     def source(self, counter: bool) -> ThreadJudgement:
         """The epoch judgement the counter (else the interval) came from."""
@@ -502,19 +513,23 @@ def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement
         return ThreadJudgement(Verdict.UNKNOWN)
     expected = timeline.expected
     lower, upper = (expected, expected) if expected is not None else (current.lower, current.upper)
-    judged = [_judge_epoch(timeline, epoch, lower, upper) for epoch in epochs if not timeline.fits_current(epoch)]
+    unexplained = [epoch for epoch in epochs if not timeline.fits_current(epoch)]
+    judged = [_judge_epoch(timeline, epoch, lower, upper) for epoch in unexplained]
     if not judged:
         return ThreadJudgement(Verdict.FITS)
+    own = tuple(
+        (epoch.first_id, epoch.last_id, judgement) for epoch, judgement in zip(unexplained, judged, strict=True)
+    )
     verdict = max((judgement.verdict for judgement in judged), key=_RANK.__getitem__)
     worst = [judgement for judgement in judged if judgement.verdict is verdict]
     if len(worst) == 1:
-        return worst[0]
+        return replace(worst[0], epochs=own) if len(judged) > 1 else worst[0]
     counter_source = _latest_by(worst, lambda judgement: judgement.counter)
     interval_source = _latest_by(worst, lambda judgement: judgement.interval)
     counter = counter_source.counter if counter_source is not None else None
     interval = interval_source.interval if interval_source is not None else None
     if counter is None and interval is None:
-        return worst[0]  # epochs without a timed mark: nothing to name or date
+        return replace(worst[0], epochs=own)  # epochs without a timed mark: nothing to name or date
     # Named after the epoch that wrote the latest of them (`latest`): a finding gives that time for that cadence.
     named = counter_source if _later(counter, interval) is counter else interval_source
     assert named is not None
@@ -528,6 +543,7 @@ def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement
         counter_source,
         interval_source,
         _latest_by([judgement for judgement in worst if judgement.leftover], lambda judgement: judgement.latest),
+        own,
     )
 
 

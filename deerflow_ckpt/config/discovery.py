@@ -617,11 +617,14 @@ def checkpoint_storage(settings: DatabaseSettings) -> CheckpointStorage:
     # DatabaseConfig's postgres_url is a str, checked when the file loads whichever section then decides: null or a
     # value that is not a string refuses the whole file.
     url = settings.postgres_url
+    under = (
+        " (DeerFlow checks database: under a checkpointer: section too)" if settings.checkpointer is not None else ""
+    )
     if url is None and settings.postgres_url_reference is None:
         problem = "database.postgres_url is null, not a string: DeerFlow refuses it (Input should be a valid string)"
-        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, problem)
+        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, problem + under)
     if isinstance(url, NotAString):
-        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, url.problem)
+        return CheckpointStorage("database", settings.backend, RefusedFor.NOT_A_STRING, url.problem + under)
     override = settings.checkpointer
     if override is not None:
         kind = override.kind

@@ -80,11 +80,14 @@ def unplaced_lines(timeline: Timeline) -> list[str]:
         epochs = sum(group.epochs for group in rest)
         cadences = _count(len(rest), "more cadence" if shown else "cadence")
         unexplained = sum(1 for group in rest if not group.fits_in_force)
-        which = (
-            f", {unexplained} of which the cadence in force cannot explain"
-            if unexplained
-            else ", which the cadence in force explains too"
-        )
+        if timeline.current is None:
+            which = ""
+        elif not unexplained:
+            which = ", which the cadence in force explains too"
+        elif unexplained == len(rest):
+            which = ", which the cadence in force cannot explain"
+        else:
+            which = f"; the cadence in force cannot explain {unexplained} of these cadences"
         lines.append(f"not placed: {_count(epochs, 'epoch')} of {cadences}{which} (each listed with --format json)")
     return lines
 
