@@ -298,3 +298,24 @@ def test_a_finding_is_named_after_the_cadence_that_wrote_its_own_epoch() -> None
     named = re.search(r"; (K\S*) still wrote at (\S+?),", kept.message)
     assert named is not None and named[1] == "K=10", kept.message
     assert named[2] == format_time(write_time_ns(k10.last_id))
+
+
+def test_a_finding_in_an_epoch_the_change_excuses_is_moved_to_the_write_after_it() -> None:
+    """K=10 until the change to K=3, its last writes inside the clock skew of it, then K=1000 long after: a CK201 in
+    the K=10 epoch is history; it is moved to K=1000's counter, never timed by K=10's writes around the change."""
+    old = [Thread(f"k10-{n}").run(10, 0, 1800, 20) for n in range(3)]
+    new = [Thread(f"k3-{n}").run(3, 1800, 7200, 60) for n in range(3)]
+    _, before = timeline_of([*old, *new], 3)
+    began = before.current_since_ns()
+    assert began is not None
+    at = (began - START) / 1e9
+    mixed = Thread("mixed").run(10, at - 200, at + 3.5, 1).run(1000, 5000, 6000, 20)
+    by_thread, timeline = timeline_of([*old, *new, mixed], 3)
+    judgement = judge_thread(timeline, by_thread["mixed"])
+    excused = [own for _, _, own in judgement.epochs if own.verdict is Verdict.HISTORY and own.counter is not None]
+    assert excused and excused[0].counter is not None
+    counter = Finding(RuleCode.CK201, Severity.ERROR, "mixed", "", excused[0].counter.checkpoint_id, None, "counter")
+    (kept,) = [f for f in judge_in_time(timeline, by_thread, {"mixed": [counter]}) if f.rule is RuleCode.CK201]
+    assert judgement.counter is not None and kept.checkpoint_id == judgement.counter.checkpoint_id
+    assert kept.message.startswith("updates counter reaches ") and kept.message.endswith(", which K=3 cannot write")
+    assert write_time_ns(kept.checkpoint_id) > began + TimelineSettings().clock_skew_ns

@@ -85,13 +85,16 @@ def _in_time(finding: Finding, judgement: ThreadJudgement, timeline: Timeline, s
     source = judgement.source(counter=finding.rule == RuleCode.CK201)
     began = source.since_ns
     skew = timeline.settings.clock_skew_ns
-    history = written is not None and began is not None and written < began - skew
+    # The cadence that wrote the finding's own epoch, where the thread has several: an epoch the timeline excuses
+    # (history, or inside a rolling window) makes the finding history too, whatever start applies to the mark.
+    own = judgement.named_for(finding.checkpoint_id)
+    excused = own is not judgement and own.verdict in (Verdict.HISTORY, Verdict.ROLLING)
+    history = excused or (written is not None and began is not None and written < began - skew)
     mark = source.counter if finding.rule == RuleCode.CK201 else source.interval
     if history and (mark is None or (began is not None and mark.time_ns <= began + skew)):
         return None
     if not history or mark is None or (since is not None and mark.checkpoint_id < since):
-        # Named after the cadence that wrote the finding's own epoch, where the thread has several.
-        return _with_timing(finding, judgement.named_for(finding.checkpoint_id), timeline)
+        return _with_timing(finding, judgement if excused else own, timeline)
     if finding.rule == RuleCode.CK201:
         what = f"updates counter reaches {mark.value - 1} without a snapshot"
     else:
