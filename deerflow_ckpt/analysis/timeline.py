@@ -473,13 +473,8 @@ class ThreadJudgement:
     since_ns: int | None = None
     # The cadence in force took over from the one that wrote them, which kept writing (an old process).
     leftover: bool = False
-    # Over a thread's epochs at this verdict, each epoch's own judgement: the one the counter came from, the one the
-    # interval came from, and the latest whose cadence kept writing after the one in force took over from it. Their
-    # cadence and start go with their marks (None: this judgement is one epoch's, its own source).
-    counter_source: ThreadJudgement | None = None
-    interval_source: ThreadJudgement | None = None
-    leftover_source: ThreadJudgement | None = None
-    # Every epoch the cadence in force cannot explain, as (first id, last id, its own judgement).
+    # Over a thread of several epochs, every one the cadence in force cannot explain, as (first id, last id, its own
+    # judgement), whose cadence and start go with its marks (empty: this judgement is one epoch's).
     epochs: tuple[tuple[str, str, ThreadJudgement], ...] = ()
 
     def named_for(self, checkpoint_id: str | None) -> ThreadJudgement:
@@ -493,12 +488,17 @@ class ThreadJudgement:
 
     def source(self, counter: bool) -> ThreadJudgement:
         """The epoch judgement the counter (else the interval) came from."""
-        return (self.counter_source if counter else self.interval_source) or self
+        return _latest_by(self._at_verdict(), lambda j: j.counter if counter else j.interval) or self
 
     @property
     def leftover_writer(self) -> ThreadJudgement | None:
         """The epoch judgement a CK207 names: the latest old cadence still writing (None: none did)."""
-        return (self.leftover_source or self) if self.leftover else None
+        if not self.leftover:
+            return None
+        return _latest_by([j for j in self._at_verdict() if j.leftover], lambda j: j.latest) or self
+
+    def _at_verdict(self) -> list[ThreadJudgement]:
+        return [judgement for _, _, judgement in self.epochs if judgement.verdict is self.verdict]
 
     @property
     def latest(self) -> Mark | None:
@@ -540,9 +540,6 @@ def judge_thread(timeline: Timeline, epochs: Sequence[Epoch]) -> ThreadJudgement
         named.other,
         named.since_ns,
         any(judgement.leftover for judgement in worst),
-        counter_source,
-        interval_source,
-        _latest_by([judgement for judgement in worst if judgement.leftover], lambda judgement: judgement.latest),
         own,
     )
 
@@ -551,17 +548,12 @@ def _latest_by(
     judgements: Sequence[ThreadJudgement], mark_of: Callable[[ThreadJudgement], Mark | None]
 ) -> ThreadJudgement | None:
     """The judgement whose mark is the latest (the first of equals); None when none has one."""
-    found: ThreadJudgement | None = None
+    found, latest = None, None
     for judgement in judgements:
         mark = mark_of(judgement)
-        if mark is not None and (found is None or mark.time_ns > _time_of(mark_of(found))):
-            found = judgement
+        if mark is not None and (latest is None or mark.time_ns > latest.time_ns):
+            found, latest = judgement, mark
     return found
-
-
-def _time_of(mark: Mark | None) -> int:
-    assert mark is not None
-    return mark.time_ns
 
 
 def _later(a: Mark | None, b: Mark | None) -> Mark | None:

@@ -38,7 +38,7 @@ from deerflow_ckpt.analysis.stored_bytes import StorageBytes
 from deerflow_ckpt.analysis.timeline import CHART_CELLS, Timeline, timeline_chart
 from deerflow_ckpt.analysis.what_if import WhatIf
 from deerflow_ckpt.report.printable import printable
-from deerflow_ckpt.report.timeline_text import change_line, in_force_line, unplaced_lines
+from deerflow_ckpt.report.timeline_text import change_line, in_force_line, plural, unplaced_lines
 from deerflow_ckpt.store.clock import format_time
 from deerflow_ckpt.store.records import Backend
 
@@ -83,10 +83,6 @@ def _bar_width(console: Console) -> int:
 
 def _n(value: int) -> str:
     return f"{value:,}"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def _table() -> Table:
@@ -183,7 +179,7 @@ def epochs_table(epochs: Iterable[EpochInspection]) -> Table:
 
 
 def _interval_notes(intervals: IntervalReport, thread_id: str) -> list[Text]:
-    tail = _plural(intervals.open_tail, "message-writing step")
+    tail = plural(intervals.open_tail, "message-writing step")
     notes = [Text(f"  open tail: {tail} since the last snapshot (an interval not closed yet)")]
     by_trigger: dict[str, list[int]] = {}
     for forced in intervals.forced:
@@ -196,10 +192,10 @@ def _interval_notes(intervals: IntervalReport, thread_id: str) -> list[Text]:
     else:
         first = intervals.disagreements[0]
         where = f"step {first.step}" if first.step is not None else first.checkpoint_id
-        plural = "s" if len(intervals.disagreements) > 1 else ""
+        ending = "s" if len(intervals.disagreements) > 1 else ""
         notes.append(
             Text(
-                f"  the chain disagrees with the counters at {len(intervals.disagreements)} snapshot{plural} "
+                f"  the chain disagrees with the counters at {len(intervals.disagreements)} snapshot{ending} "
                 f"(first at {where}: {first.counter_interval} by the counters, {first.chain_interval} along the "
                 f"chain): run `ckpt verify-shape --thread {thread_id}`",
                 style="yellow",
@@ -250,14 +246,14 @@ def what_if_notes(what_if: WhatIf, backend: Backend) -> list[Text]:
     notes = [
         Text(
             f"  model: this {'lineage' if what_if.epoch is None else 'epoch'}'s "
-            f"{_plural(what_if.message_writing_steps, 'message-writing step')} replayed; a snapshot at every K-th "
+            f"{plural(what_if.message_writing_steps, 'message-writing step')} replayed; a snapshot at every K-th "
             "holds every message written so far"
         ),
         Text(f"  full mode stores {full}; max replay counts the writes a read replays after the last snapshot"),
     ]
     check = what_if.check
     if check is not None:
-        measured = f"the {_plural(check.snapshots, 'snapshot')} stored here measure {_n(check.measured_bytes)} bytes"
+        measured = f"the {plural(check.snapshots, 'snapshot')} stored here measure {_n(check.measured_bytes)} bytes"
         if check.exact:
             notes.append(Text(f"  model check: {measured}, exactly as modelled", style="green"))
         else:
@@ -315,7 +311,7 @@ def render_lineage(inspection: LineageInspection, scope: InspectionScope, consol
         if inspected.carried_over:
             carried = ", ".join(str(v) for v in inspected.carried_over)
             console.print(
-                f"  carried over: {_plural(len(inspected.carried_over), 'snapshot')} closing what the epoch before "
+                f"  carried over: {plural(len(inspected.carried_over), 'snapshot')} closing what the epoch before "
                 f"left open ({carried} writes; not in the histogram)"
             )
     for note in _interval_notes(intervals, thread_id):
@@ -368,17 +364,17 @@ def proof_line(proof: ProofResult) -> Text:
     if proof.findings:
         first = proof.findings[0]
         verb = "differs" if proof.differing == 1 else "differ"
-        line.append(f"{_plural(proof.differing, 'stored list')} {verb} from the replay of its writes", "bold red")
+        line.append(f"{plural(proof.differing, 'stored list')} {verb} from the replay of its writes", "bold red")
         line.append(printable(f" (first at checkpoint {first.checkpoint_id}: {first.message})"))
     elif proof.unprovable:
-        line.append(f"{_plural(proof.proved, 'stored list')} proved; could not be proven in part", "yellow")
+        line.append(f"{plural(proof.proved, 'stored list')} proved; could not be proven in part", "yellow")
         line.append(printable(f" ({proof.unprovable[0]})"))
     elif proof.proved:
-        line.append(f"all {_plural(proof.proved, 'stored list')} equal the replay of their writes", "green")
+        line.append(f"all {plural(proof.proved, 'stored list')} equal the replay of their writes", "green")
         if proof.started:
-            line.append(f" ({_plural(proof.started, 'more')} where the replay starts, not provable)")
+            line.append(f" ({plural(proof.started, 'more')} where the replay starts, not provable)")
     elif proof.started:
-        line.append(f"{_plural(proof.started, 'stored list')} where the replay starts, none to prove", "yellow")
+        line.append(f"{plural(proof.started, 'stored list')} where the replay starts, none to prove", "yellow")
     else:
         line.append("no stored message list to prove")
     return line
@@ -454,7 +450,7 @@ def render_timeline(timeline: Timeline, changed: int, console: Console) -> None:
     if in_force is not None:
         console.print(Text(f"  {in_force}", style="" if timeline.current is not None else "bold red"))
     if changed:
-        console.print(f"  {_plural(changed, 'conversation')} written at more than one cadence (several epochs)")
+        console.print(f"  {plural(changed, 'conversation')} written at more than one cadence (several epochs)")
     for line in unplaced_lines(timeline):
         console.print(Text(f"  {line}"))
 

@@ -72,13 +72,13 @@ def unplaced_lines(timeline: Timeline) -> list[str]:
     shown = [group for group in groups if not group.fits_in_force][:SHOWN_UNPLACED]
     lines = [
         f"not placed: {group.label} {format_time(group.first_time_ns)}..{format_time(group.last_time_ns)} "
-        f"({_count(group.threads, 'thread')}; too few snapshots to tell which of {_names(list(group.fits))} wrote them)"
+        f"({plural(group.threads, 'thread')}; too few snapshots to tell which of {_names(list(group.fits))} wrote them)"
         for group in shown
     ]
     rest = [group for group in groups if group not in shown]
     if rest:
         epochs = sum(group.epochs for group in rest)
-        cadences = _count(len(rest), "more cadence" if shown else "cadence")
+        cadences = plural(len(rest), "more cadence" if shown else "cadence")
         unexplained = sum(1 for group in rest if not group.fits_in_force)
         if timeline.current is None:
             which = ""
@@ -88,9 +88,10 @@ def unplaced_lines(timeline: Timeline) -> list[str]:
             which = ", which the cadence in force cannot explain"
         else:
             which = f"; the cadence in force cannot explain {unexplained} of these cadences"
-        lines.append(f"not placed: {_count(epochs, 'epoch')} of {cadences}{which} (each listed with --format json)")
+        lines.append(f"not placed: {plural(epochs, 'epoch')} of {cadences}{which} (each listed with --format json)")
     return lines
 
 
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def plural(count: int, noun: str) -> str:
+    """'1 thread', '2,000 threads': shared with inspect's text report."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
